@@ -1,0 +1,34 @@
+"""nnsym: a symbolic graph compiler for neural networks with MXNet 1.x's symbolic API."""
+
+from __future__ import annotations
+
+from nnsym import symbol
+from nnsym.context import Context, cpu, gpu
+from nnsym.errors import (
+    DTypeError,
+    FileFormatError,
+    GraphFormatError,
+    NNSymError,
+    OperatorParamError,
+    ShapeError,
+    StorageTypeError,
+)
+
+sym = symbol
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Context",
+    "DTypeError",
+    "FileFormatError",
+    "GraphFormatError",
+    "NNSymError",
+    "OperatorParamError",
+    "ShapeError",
+    "StorageTypeError",
+    "cpu",
+    "gpu",
+    "sym",
+    "symbol",
+]

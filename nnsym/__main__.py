@@ -1,0 +1,3 @@
+from nnsym.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,192 @@
+"""The ``nnsym`` command: ``infer`` a model's shapes and dtypes, or run the built-in ``demo``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nnsym.errors import NNSymError
+from nnsym.graph import Graph
+from nnsym.symbol.symbol import Symbol, entry_name
+from nnsym.types import shape_str
+
+
+def _parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    name, sep, dims = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=D1,D2,..., got {text!r}")
+    try:
+        shape = tuple(
+            int(d) for d in dims.replace("(", "").replace(")", "").split(",") if d.strip()
+        )
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad dimensions in {text!r}") from None
+    if any(d < 0 for d in shape):
+        raise argparse.ArgumentTypeError(f"dimensions must be >= 0 in {text!r}")
+    return name, shape
+
+
+def _parse_dtype(text: str) -> tuple[str, str]:
+    name, sep, dt = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=DTYPE, got {text!r}")
+    try:
+        return name, np.dtype(dt).name
+    except TypeError:
+        raise argparse.ArgumentTypeError(f"unknown dtype {dt!r}") from None
+
+
+def infer_graph(s: Symbol, shapes: dict[str, Any], dtypes: dict[str, str]) -> Graph:
+    from nnsym.symbol.json_io import infer_for_dump
+
+    return infer_for_dump(s, {**shapes, "type_dict": dtypes})
+
+
+def format_table(g: Graph) -> str:
+    """One row per node output: node, op, shape, dtype."""
+    from nnsym.graph import Entry
+
+    idx, a = g.index, g.attrs
+    assert a.shape is not None and a.dtype is not None
+    rows = [("node", "op", "output", "shape", "dtype")]
+    for nid, node in enumerate(idx.nodes):
+        for i in range(node.num_outputs()):
+            eid = idx.entry_id(nid, i)
+            dt = a.dtype[eid]
+            rows.append(
+                (
+                    node.name if i == 0 else "",
+                    node.op_name if i == 0 else "",
+                    entry_name(Entry(node, i)),
+                    shape_str(a.shape[eid]),
+                    "?" if dt is None else np.dtype(dt).name,
+                )
+            )
+    widths = [max(len(r[k]) for r in rows) for k in range(5)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _unknown_summary(s: Symbol, g: Graph) -> str | None:
+    idx, a = g.index, g.attrs
+    assert a.shape is not None
+    missing = [
+        f"{idx.nodes[n].name}: {shape_str(a.shape[idx.row_ptr[n]])}"
+        for n in idx.input_nodes
+        if a.shape[idx.row_ptr[n]] is None or None in a.shape[idx.row_ptr[n]]  # type: ignore[operator]
+    ]
+    if not missing:
+        return None
+    return "shapes still unknown (give them with --shape NAME=D1,D2,...):\n  " + "\n  ".join(
+        missing
+    )
+
+
+def cmd_infer(args: argparse.Namespace) -> int:
+    from nnsym.symbol.json_io import graph_to_json, load
+
+    s = load(args.model)
+    g = infer_graph(s, dict(args.shape), dict(args.dtype))
+    print(format_table(g))
+    note = _unknown_summary(s, g)
+    if note:
+        print("\n" + note)
+    if args.json:
+        Path(args.json).write_text(graph_to_json(g, inferred=True))
+        print(f"\ninferred graph written to {args.json}")
+    return 0
+
+
+def demo_symbols() -> dict[str, tuple[Symbol, dict[str, tuple[int, ...]]]]:
+    from nnsym import sym
+
+    data = sym.Variable("data")
+    fc1 = sym.FullyConnected(data, num_hidden=128, name="fc1")
+    act1 = sym.Activation(fc1, act_type="relu", name="relu1")
+    fc2 = sym.FullyConnected(act1, num_hidden=10, name="fc2")
+    mlp = sym.SoftmaxOutput(fc2, name="softmax")
+
+    x = sym.Variable("data")
+    c1 = sym.Convolution(x, kernel=(3, 3), num_filter=8, pad=(1, 1), name="conv1")
+    b1 = sym.BatchNorm(c1, fix_gamma=False, name="bn1")
+    r1 = sym.Activation(b1, act_type="relu", name="relu1")
+    p1 = sym.Pooling(r1, kernel=(2, 2), stride=(2, 2), pool_type="max", name="pool1")
+    f = sym.Flatten(p1, name="flat")
+    fc = sym.FullyConnected(f, num_hidden=10, name="fc")
+    conv = sym.SoftmaxOutput(fc, name="softmax")
+    return {"mlp": (mlp, {"data": (64, 784)}), "convnet": (conv, {"data": (8, 3, 32, 32)})}
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from nnsym.symbol.json_io import graph_to_json
+
+    out_dir = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="nnsym-demo-"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, (s, shapes) in demo_symbols().items():
+        given = ", ".join(f"{k}={v}" for k, v in shapes.items())
+        print(f"== {name}: inferred shapes and dtypes for {given}")
+        g = infer_graph(s, shapes, {})
+        print(format_table(g))
+        arg, _, aux = s.infer_shape(**shapes)
+        n_params = sum(
+            int(np.prod(sh))
+            for n, sh in zip(s.list_arguments(), arg)
+            if n not in shapes and not n.endswith("_label")
+        )
+        print(f"arguments: {len(arg)}, auxiliary states: {len(aux)}, parameters: {n_params:,}")
+        (out_dir / f"{name}-symbol.json").write_text(s.tojson())
+        (out_dir / f"{name}-inferred.json").write_text(graph_to_json(g, inferred=True))
+        print(f"wrote {out_dir / (name + '-symbol.json')} and {name}-inferred.json\n")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="nnsym",
+        description="nnsym: a symbolic graph compiler with MXNet 1.x's symbolic API.",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    pi = sub.add_parser("infer", help="infer shapes and dtypes of an MXNet symbol JSON file")
+    pi.add_argument("model", help="MODEL-symbol.json")
+    pi.add_argument(
+        "--shape",
+        action="append",
+        type=_parse_shape,
+        default=[],
+        metavar="NAME=D1,D2,...",
+        help="input shape (repeatable)",
+    )
+    pi.add_argument(
+        "--dtype",
+        action="append",
+        type=_parse_dtype,
+        default=[],
+        metavar="NAME=DTYPE",
+        help="input dtype (repeatable), e.g. data=float16",
+    )
+    pi.add_argument("--json", metavar="OUT", help="write the inferred graph JSON here")
+    pi.set_defaults(func=cmd_infer)
+    pd = sub.add_parser("demo", help="build an MLP and a small conv net, infer, print, dump JSON")
+    pd.add_argument("--out", metavar="DIR", help="where to write the JSON (default: a temp dir)")
+    pd.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (NNSymError, OSError) as e:
+        print(f"nnsym: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

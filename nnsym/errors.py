@@ -1,0 +1,66 @@
+"""The exceptions nnsym raises; messages name the node, its operator and the values at fault."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+
+class NNSymError(Exception):
+    """Base class of every error nnsym raises on purpose (MXNet's ``MXNetError``)."""
+
+
+class ShapeError(NNSymError, ValueError):
+    """Shapes that disagree, or shapes an operator cannot accept."""
+
+
+class DTypeError(NNSymError, TypeError):
+    """Dtypes that disagree, or a dtype an operator cannot accept."""
+
+
+class StorageTypeError(NNSymError):
+    """Storage types that an operator cannot accept (or a refused storage fallback)."""
+
+
+class OperatorParamError(NNSymError, ValueError):
+    """Unknown operator, unknown parameter, or a parameter value out of range."""
+
+
+class GraphFormatError(NNSymError, ValueError):
+    """Malformed symbol JSON: missing keys, bad references, cycles, wrong value types."""
+
+
+class FileFormatError(NNSymError, ValueError):
+    """Malformed or truncated binary file (``.params``)."""
+
+
+class PassError(NNSymError):
+    """A graph pass failed for a reason that is not one of the above."""
+
+
+class PassOrderError(PassError):
+    """A pass ran before the passes it needs."""
+
+
+def describe(values: Iterable[tuple[str, Any]]) -> str:
+    """``a=(2, 3), b=?`` for a message; ``None`` (unknown) prints as ``?``."""
+    return ", ".join(f"{k}={'?' if v is None else v}" for k, v in values)
+
+
+def node_error(
+    cls: type[NNSymError],
+    node_name: str,
+    op_name: str,
+    msg: str,
+    inputs: Iterable[tuple[str, Any]] = (),
+) -> NNSymError:
+    """The one formatter for node errors: ``node 'fc1' (FullyConnected): msg; inputs: ...``."""
+    text = f"node '{node_name}' ({op_name}): {msg}"
+    known = describe(inputs)
+    if known:
+        text += f"; inputs: {known}"
+    return cls(text)
+
+
+class CompositionError(NNSymError, ValueError):
+    """A symbol composed with inputs it cannot take (unknown names, multi-output arguments...)."""

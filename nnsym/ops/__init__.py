@@ -1,0 +1,15 @@
+"""The operator library. Importing this package registers every operator exactly once."""
+
+from nnsym.ops import broadcast_reduce, dot, elemwise, index, shape  # noqa: F401
+from nnsym.ops.nn import (  # noqa: F401
+    activation,
+    batch_norm,
+    conv,
+    dropout,
+    embedding,
+    fully_connected,
+    loss,
+)
+from nnsym.ops.registry import REGISTRY, OpDef, get_op
+
+__all__ = ["REGISTRY", "OpDef", "get_op"]

@@ -1,0 +1,441 @@
+"""Broadcasting binary operators, ``broadcast_to``/``broadcast_axis`` and axis reductions
+(``sum``, ``mean``, ``max``, ``min``, ``prod``, ``norm``).
+
+The broadcasting operators reuse the scalar expressions and numpy references of their
+same-shape counterparts in ``nnsym.ops.elemwise`` (``broadcast_add`` is ``elemwise_add``'s
+``a + b`` over numpy-broadcast indices). Shape rules follow MXNet 1.9.1 exactly, including what
+it leaves unknown on partial input: a reduction over all axes gives ``(1,)`` (never ``()``),
+and an empty ``axis`` reduces everything even when ``exclude`` is set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from nnsym.ops.elemwise import BINARY_BY_NAME, binary_reference, is_integer, trunc_div
+from nnsym.ops.params import Params, field
+from nnsym.ops.registry import Example, OpDef, RuleError, known, register, same_dtype
+from nnsym.types import Shape, shape_str
+
+Array = np.ndarray
+
+# ---------------------------------------------------------------------------------------------
+# Broadcasting binary operators
+
+
+def broadcast_shape(p: Any, ins: list, outs: list) -> tuple[list, list]:
+    """MXNet's BinaryBroadcastShape: numpy rules; a dim unknown on either side stays unknown.
+
+    Both inputs need a known ndim; nothing is filled back into the inputs.
+    """
+    lhs, rhs = ins
+    if lhs is None or rhs is None:
+        return list(ins), list(outs)
+    if lhs == rhs:
+        return list(ins), [lhs]
+    n = max(len(lhs), len(rhs))
+    lp = (1,) * (n - len(lhs)) + tuple(lhs)
+    rp = (1,) * (n - len(rhs)) + tuple(rhs)
+    out: list[int | None] = []
+    for ld, rd in zip(lp, rp):
+        if ld is None or rd is None:
+            out.append(None)
+        elif ld == rd or rd == 1:
+            out.append(ld)
+        elif ld == 1:
+            out.append(rd)
+        else:
+            raise RuleError(
+                f"operands could not be broadcast together with shapes {shape_str(lhs)} "
+                f"{shape_str(rhs)}"
+            )
+    return list(ins), [tuple(out)]
+
+
+class Broadcast(NamedTuple):
+    name: str
+    aliases: tuple[str, ...]
+    elemwise: str  # the same-shape operator whose expression and reference it shares
+    sparse: bool
+
+
+# fmt: off
+BROADCAST: tuple[Broadcast, ...] = (
+    Broadcast("broadcast_add", ("broadcast_plus",), "elemwise_add", True),
+    Broadcast("broadcast_sub", ("broadcast_minus",), "elemwise_sub", True),
+    Broadcast("broadcast_mul", (), "elemwise_mul", True),
+    Broadcast("broadcast_div", (), "elemwise_div", True),
+    Broadcast("broadcast_power", (), "_power", False),
+    Broadcast("broadcast_maximum", (), "_maximum", False),
+    Broadcast("broadcast_minimum", (), "_minimum", False),
+)
+# fmt: on
+
+
+def _broadcast_examples(positive: bool) -> tuple[Example, ...]:
+    lo, hi = (0.5, 3.0) if positive else (-2.0, 2.0)
+    return (
+        Example(((2, 3), (2, 3)), low=lo, high=hi),
+        Example(((2, 3), (1, 3)), low=lo, high=hi),
+        Example(((2, 1, 4), (3, 1)), low=lo, high=hi),
+        Example(((5, 1, 4, 1), (3, 1, 6)), dtype="float64", low=lo, high=hi),
+        Example(((1,), (2, 3)), dtype="float16", low=lo, high=hi),
+        Example(((3,), (4, 3)), dtype="int32", low=max(lo, 1.0), high=hi + 3),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# broadcast_to, broadcast_axis
+
+
+@dataclass(frozen=True, kw_only=True)
+class BroadcastToParams(Params):
+    shape: tuple[int, ...] = field(
+        default=(), doc="Target shape; a 0 keeps the input's dimension there."
+    )
+
+
+def broadcast_to_shape(p: BroadcastToParams, ins: list, outs: list) -> tuple[list, list]:
+    data = ins[0]
+    if data is None:
+        return list(ins), list(outs)
+    if len(data) != len(p.shape):
+        raise RuleError(
+            f"operand of shape {shape_str(data)} cannot be broadcast to {p.shape}: "
+            f"{len(data)} vs {len(p.shape)} dimensions"
+        )
+    out: list[int | None] = []
+    for d, t in zip(data, p.shape):
+        if t < 0:
+            raise RuleError(f"target shape {p.shape} has a negative dimension")
+        if t == 0:
+            out.append(d)
+            continue
+        # NOTE: MXNet also raises when the input dim is still unknown; nnsym waits instead.
+        if d is not None and d not in (1, t):
+            raise RuleError(f"array cannot be broadcast from {shape_str(data)} to {p.shape}")
+        out.append(t)
+    return list(ins), [tuple(out)]
+
+
+def broadcast_to_reference(p: BroadcastToParams, x: Array) -> Array:
+    target = tuple(d if t == 0 else t for d, t in zip(x.shape, p.shape))
+    return np.array(np.broadcast_to(x, target))
+
+
+@dataclass(frozen=True, kw_only=True)
+class BroadcastAxisParams(Params):
+    axis: tuple[int, ...] = field(default=(), doc="The axes to broadcast (non-negative).")
+    size: tuple[int, ...] = field(default=(), doc="Target sizes of the broadcast axes.")
+
+
+def broadcast_axis_shape(p: BroadcastAxisParams, ins: list, outs: list) -> tuple[list, list]:
+    """MXNet's BroadcastAxesShape: needs the whole input shape; axes must be non-negative."""
+    data = ins[0]
+    if len(p.axis) != len(p.size):
+        raise RuleError(f"axis {p.axis} and size {p.size} must have the same length")
+    if not known(data):
+        return list(ins), list(outs)
+    out = list(data)
+    for a, s in zip(p.axis, p.size):
+        if not 0 <= a < len(out):
+            raise RuleError(f"axis {a} must be in range [0, {len(out)}) for {shape_str(data)}")
+        if out[a] != 1:
+            raise RuleError(
+                f"broadcasting axis {a} must have size 1, got {out[a]} in {shape_str(tuple(out))}"
+            )
+        if s < 0:
+            raise RuleError(f"size {p.size} has a negative entry")
+        out[a] = s
+    return list(ins), [tuple(out)]
+
+
+def broadcast_axis_reference(p: BroadcastAxisParams, x: Array) -> Array:
+    target = list(x.shape)
+    for a, s in zip(p.axis, p.size):
+        target[a] = s
+    return np.array(np.broadcast_to(x, tuple(target)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Reductions
+
+
+def reduce_axes(axis: tuple[int, ...], ndim: int) -> tuple[int, ...]:
+    """Sorted non-negative axes, checked the way MXNet's ReduceAxesShapeImpl checks them."""
+    axes = sorted(a + ndim if a < 0 else a for a in axis)
+    if len(set(axes)) != len(axes):
+        raise RuleError(f"reduction axes {axis} have duplicates")
+    if axes[-1] >= ndim or axes[0] < 0:
+        raise RuleError(f"reduction axis {axis} is out of range for {ndim} dimensions")
+    return tuple(axes)
+
+
+def reduce_out_shape(
+    data: Shape, axis: tuple[int, ...] | None, keepdims: bool, exclude: bool
+) -> Shape:
+    """MXNet's ReduceAxesShapeImpl; unknown input dims carry over as unknown."""
+    if not axis:  # None or (): every axis, whatever ``exclude`` says
+        return (1,) * len(data) if keepdims else (1,)
+    axes = reduce_axes(axis, len(data))
+    if keepdims:
+        reduced = set(range(len(data))) - set(axes) if exclude else set(axes)
+        return tuple(1 if i in reduced else d for i, d in enumerate(data))
+    if exclude:
+        return tuple(data[a] for a in axes)
+    return tuple(d for i, d in enumerate(data) if i not in axes) or (1,)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReduceAxesParams(Params):
+    axis: tuple[int, ...] | None = field(
+        default=None,
+        doc="Axes to reduce (negative counts from the end); None or () reduces all into (1,).",
+    )
+    keepdims: bool = field(default=False, doc="Keep reduced axes as dimensions of size one.")
+    exclude: bool = field(default=False, doc="Reduce the axes NOT in axis instead.")
+
+
+def reduce_shape(p: ReduceAxesParams, ins: list, outs: list) -> tuple[list, list]:
+    """MXNet's ReduceAxesShape: needs the input's ndim only."""
+    data = ins[0]
+    if data is None:
+        return list(ins), list(outs)
+    return list(ins), [reduce_out_shape(data, p.axis, p.keepdims, p.exclude)]
+
+
+def _np_axes(axis: tuple[int, ...] | None, exclude: bool, ndim: int) -> tuple[int, ...]:
+    """The axes numpy reduces for MXNet's (axis, exclude)."""
+    if not axis:
+        return tuple(range(ndim))
+    picked = {a % ndim for a in axis}
+    if exclude:
+        return tuple(i for i in range(ndim) if i not in picked)
+    return tuple(sorted(picked))
+
+
+def _mx_result(r: Any, dtype: np.dtype) -> Array:
+    """MXNet's legacy shapes have no 0-d arrays: a full reduction gives (1,)."""
+    a: Array = np.asarray(r).astype(dtype, copy=False)
+    return a.reshape(1) if a.ndim == 0 else a
+
+
+Reducer = Callable[[Array, tuple[int, ...], bool], Array]
+
+
+def _reduce_reference(fn: Reducer) -> Callable[[ReduceAxesParams, Array], Array]:
+    def ref(p: ReduceAxesParams, x: Array) -> Array:
+        axes = _np_axes(p.axis, p.exclude, x.ndim)
+        with np.errstate(all="ignore"):
+            return _mx_result(fn(x, axes, p.keepdims), x.dtype)
+
+    return ref
+
+
+def _mean(x: Array, axes: tuple[int, ...], keepdims: bool) -> Array:
+    s: Array = np.asarray(np.sum(x, axis=axes, keepdims=keepdims, dtype=x.dtype))
+    n = int(np.prod([x.shape[a] for a in axes]))
+    if is_integer(x.dtype):
+        # MXNet sums in the data's type, then divides in it too (C: truncation toward zero).
+        return trunc_div(s, np.asarray(n, dtype=x.dtype))
+    return np.asarray(s / np.asarray(n, dtype=x.dtype))
+
+
+class Reduction(NamedTuple):
+    name: str
+    aliases: tuple[str, ...]
+    fn: Reducer
+    sparse: bool
+    doc: str
+
+
+# fmt: off
+REDUCTIONS: tuple[Reduction, ...] = (
+    Reduction("sum", ("sum_axis",),
+              lambda x, a, k: np.sum(x, axis=a, keepdims=k, dtype=x.dtype), True,
+              "Sum over the given axes (accumulated in the data's type)."),
+    Reduction("mean", (), _mean, True,
+              "Mean over the given axes (integer data: truncated, as MXNet computes it)."),
+    Reduction("max", ("max_axis",), lambda x, a, k: np.max(x, axis=a, keepdims=k), False,
+              "Maximum over the given axes (NaN propagates)."),
+    Reduction("min", ("min_axis",), lambda x, a, k: np.min(x, axis=a, keepdims=k), False,
+              "Minimum over the given axes (NaN propagates)."),
+    Reduction("prod", (), lambda x, a, k: np.prod(x, axis=a, keepdims=k, dtype=x.dtype), False,
+              "Product over the given axes (accumulated in the data's type)."),
+)
+# fmt: on
+
+
+def _reduce_examples(name: str) -> tuple[Example, ...]:
+    return (
+        Example(((2, 3, 4),)),
+        Example(((2, 3, 4),), {"axis": 1}),
+        Example(((2, 3, 4),), {"axis": (0, 2)}, dtype="float64"),
+        Example(((2, 3, 4),), {"axis": -1, "keepdims": True}),
+        Example(((2, 3, 4),), {"keepdims": True}),
+        Example(((2, 3, 4),), {"axis": 1, "exclude": True}),
+        Example(((2, 3, 4),), {"axis": (0, -1), "exclude": True, "keepdims": True}),
+        Example(((2, 3, 4),), {"axis": (0, 1, 2), "exclude": True}),
+        Example(((2, 3, 4),), {"axis": (), "exclude": True}),
+        Example(((5,),), {"axis": 0}, dtype="float16"),
+        Example(((3, 4),), {"axis": 0}, dtype="int32", low=-5, high=5),
+    )
+
+
+_REDUCE_BAD = ({"axis": "a"}, {"keepdims": "maybe"}, {"exclude": 2}, {"ord": 2})
+
+
+# ---------------------------------------------------------------------------------------------
+# norm
+
+NORM_OUT_DTYPES = ("float16", "float32", "float64", "int32", "int64", "int8")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NormParams(Params):
+    ord: int = field(
+        default=2, doc="Order of the norm; only 1 and 2 can be computed (as in MXNet)."
+    )
+    axis: tuple[int, ...] | None = field(
+        default=None, doc="Axes to reduce; None or () reduces all into (1,)."
+    )
+    out_dtype: str | None = field(
+        default=None, choices=NORM_OUT_DTYPES, kind="dtype", doc="The output's data type."
+    )
+    keepdims: bool = field(default=False, doc="Keep reduced axes as dimensions of size one.")
+
+
+def norm_shape(p: NormParams, ins: list, outs: list) -> tuple[list, list]:
+    """MXNet's NormShape: needs the whole input shape (unlike sum, which needs its ndim)."""
+    data = ins[0]
+    if not known(data):
+        return list(ins), list(outs)
+    return list(ins), [reduce_out_shape(data, p.axis, p.keepdims, False)]
+
+
+def norm_dtype(p: NormParams, ins: list, outs: list) -> tuple[list, list]:
+    """``out_dtype`` when given (the input is left alone), else the input's dtype."""
+    if p.out_dtype is None:
+        return same_dtype(p, ins, outs)
+    # NOTE: MXNet raises here while the input dtype is unknown; nnsym just waits for it.
+    return list(ins), [np.dtype(p.out_dtype)]
+
+
+def norm_reference(p: NormParams, x: Array) -> Array:
+    if p.ord not in (1, 2):
+        raise ValueError(f"norm supports ord=1 and ord=2, got {p.ord}")
+    axes = _np_axes(p.axis, False, x.ndim)
+    v = x.astype(np.float64)
+    if p.ord == 1:
+        r = np.sum(np.abs(v), axis=axes, keepdims=p.keepdims)
+    else:
+        r = np.sqrt(np.sum(v * v, axis=axes, keepdims=p.keepdims))
+    return _mx_result(r, np.dtype(p.out_dtype or x.dtype))
+
+
+# ---------------------------------------------------------------------------------------------
+# Registration
+
+BROADCAST_OPS: dict[str, OpDef] = {}
+for _row in BROADCAST:
+    _ew = BINARY_BY_NAME[_row.elemwise]
+    BROADCAST_OPS[_row.name] = register(
+        OpDef(
+            name=_row.name,
+            inputs=("lhs", "rhs"),
+            infer_shape=broadcast_shape,
+            infer_type=same_dtype,
+            inplace=((0, 0), (1, 0)),
+            expr=_ew.expr,
+            sparse=_row.sparse,
+            reference=binary_reference(_ew.ref),
+            aliases=_row.aliases,
+            doc=f"Elementwise {_ew.doc} with numpy-style broadcasting.",
+            examples=_broadcast_examples(_row.name in ("broadcast_div", "broadcast_power")),
+            bad_params=({"axis": 0},),
+        )
+    )
+
+BROADCAST_TO = register(
+    OpDef(
+        name="broadcast_to",
+        params=BroadcastToParams,
+        infer_shape=broadcast_to_shape,
+        infer_type=same_dtype,
+        reference=broadcast_to_reference,
+        doc="Broadcasts size-1 dimensions of the input to the given shape.",
+        examples=(
+            Example(((1, 3),), {"shape": (4, 3)}),
+            Example(((2, 1),), {"shape": (0, 5)}),
+            Example(((2, 1, 1),), {"shape": (0, 3, 0)}, dtype="float64"),
+            Example(((1,),), {"shape": (5,)}, dtype="int32", low=-5, high=5),
+            Example(((2, 3),), {"shape": (2, 3)}, dtype="float16"),
+        ),
+        bad_params=({"shape": "(a)"}, {"shap": (2, 3)}),
+    )
+)
+
+BROADCAST_AXIS = register(
+    OpDef(
+        name="broadcast_axis",
+        params=BroadcastAxisParams,
+        infer_shape=broadcast_axis_shape,
+        infer_type=same_dtype,
+        reference=broadcast_axis_reference,
+        aliases=("broadcast_axes",),
+        doc="Broadcasts the input along the given size-1 axes.",
+        examples=(
+            Example(((1, 3, 1),), {"axis": (0, 2), "size": (2, 4)}),
+            Example(((1, 3),), {"axis": 0, "size": 5}),
+            Example(((2, 1, 3),), {"axis": 1, "size": 4}, dtype="float64"),
+            Example(((3, 1),), {"axis": 1, "size": 2}, dtype="int32", low=-5, high=5),
+            Example(((1, 1),), {}),
+        ),
+        bad_params=({"axis": "x"}, {"size": (1, 2.5)}, {"shape": (2,)}),
+    )
+)
+
+REDUCE_OPS: dict[str, OpDef] = {
+    row.name: register(
+        OpDef(
+            name=row.name,
+            params=ReduceAxesParams,
+            infer_shape=reduce_shape,
+            infer_type=same_dtype,
+            reference=_reduce_reference(row.fn),
+            aliases=row.aliases,
+            sparse=row.sparse,
+            doc=row.doc,
+            examples=_reduce_examples(row.name),
+            bad_params=_REDUCE_BAD,
+        )
+    )
+    for row in REDUCTIONS
+}
+
+NORM = register(
+    OpDef(
+        name="norm",
+        params=NormParams,
+        infer_shape=norm_shape,
+        infer_type=norm_dtype,
+        reference=norm_reference,
+        sparse=True,
+        doc="L1 or L2 norm over the given axes (over all elements by default).",
+        examples=(
+            Example(((2, 3, 4),)),
+            Example(((2, 3, 4),), {"axis": 1}),
+            Example(((2, 3, 4),), {"ord": 1, "axis": 0}, dtype="float64"),
+            Example(((2, 3, 4),), {"axis": (1, 2)}),
+            Example(((2, 3, 4),), {"axis": -1, "keepdims": True}),
+            Example(((2, 3, 4),), {"keepdims": True, "out_dtype": "float64"}),
+            Example(((3, 4),), {"ord": 1, "axis": 1}, dtype="int32", low=-5, high=5),
+            Example(((6,),), {"out_dtype": "float32"}, dtype="float16"),
+        ),
+        bad_params=({"ord": 1.5}, {"out_dtype": "uint8"}, {"exclude": True}, {"axis": "a"}),
+    )
+)

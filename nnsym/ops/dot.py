@@ -1,0 +1,172 @@
+"""dot and batch_dot: matrix products with optional transposes (MXNet's N-D semantics)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nnsym.ops.params import Params, field
+from nnsym.ops.registry import Example, OpDef, RuleError, register, same_dtype
+from nnsym.types import Shape, shape_str
+
+STYPES = ("default", "row_sparse", "csr")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DotParams(Params):
+    transpose_a: bool = field(default=False, doc="Transpose the first input before the product.")
+    transpose_b: bool = field(default=False, doc="Transpose the second input before the product.")
+    forward_stype: str | None = field(
+        default=None, choices=STYPES, doc="Storage type of the output (None: inferred)."
+    )
+
+
+def _split_lhs(a: Shape, transpose: bool) -> tuple[int | None, Shape]:
+    """(contracted dim, kept dims) of lhs: the last axis, or the first one when transposed."""
+    k = a[0] if transpose else a[-1]
+    kept = a[1:] if transpose else a[:-1]
+    return k, kept if len(a) > 1 else ()
+
+
+def _split_rhs(b: Shape, transpose: bool) -> tuple[int | None, Shape]:
+    """(contracted dim, kept dims) of rhs: the first axis, or the last one when transposed."""
+    k = b[-1] if transpose else b[0]
+    kept = b[:-1] if transpose else b[1:]
+    return k, kept if len(b) > 1 else ()
+
+
+def dot_shape(p: DotParams, ins: list, outs: list) -> tuple[list, list]:
+    """out = lhs's kept axes + rhs's kept axes; two vectors give ``(1,)``.
+
+    With ``transpose_a`` lhs contracts its first axis (the rest is kept, in order), otherwise its
+    last; with ``transpose_b`` rhs contracts its last axis, otherwise its first. A 1-D operand
+    contributes no axes to the output. Inputs are never filled from the output (as in MXNet).
+    """
+    a, b = ins
+    if a is None or b is None:
+        return list(ins), list(outs)
+    if len(a) == 0 or len(b) == 0:
+        raise RuleError(
+            f"dot needs inputs of at least 1 dimension, got {shape_str(a)} X {shape_str(b)}"
+        )
+    if len(a) == 1 and len(b) == 1:
+        if p.transpose_a or p.transpose_b:
+            raise RuleError("cannot transpose vectors: both inputs of dot are 1-D")
+        ka, kb = a[0], b[0]
+        out: Shape = (1,)
+    else:
+        ka, kept_a = _split_lhs(a, p.transpose_a)
+        kb, kept_b = _split_rhs(b, p.transpose_b)
+        out = (*kept_a, *kept_b)
+    if ka is not None and kb is not None and ka != kb:
+        raise RuleError(
+            f"dot shape error: {shape_str(a)} X {shape_str(b)} (transpose_a={p.transpose_a}, "
+            f"transpose_b={p.transpose_b}) contracts a dimension of {ka} with one of {kb}"
+        )
+    return list(ins), [out]
+
+
+def dot_reference(p: DotParams, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.ndim == 1 and b.ndim == 1:
+        return np.array([np.dot(a, b)], dtype=a.dtype)
+    ka, kept_a = a.shape[0] if p.transpose_a else a.shape[-1], ()
+    if a.ndim > 1:
+        kept_a = a.shape[1:] if p.transpose_a else a.shape[:-1]
+    a2 = a.reshape(ka, -1).T if p.transpose_a else a.reshape(-1, ka)
+    kb, kept_b = b.shape[-1] if p.transpose_b else b.shape[0], ()
+    if b.ndim > 1:
+        kept_b = b.shape[:-1] if p.transpose_b else b.shape[1:]
+    b2 = b.reshape(-1, kb).T if p.transpose_b else b.reshape(kb, -1)
+    return np.asarray((a2 @ b2).reshape(*kept_a, *kept_b), dtype=a.dtype)
+
+
+DOT = register(
+    OpDef(
+        name="dot",
+        params=DotParams,
+        inputs=("lhs", "rhs"),
+        infer_shape=dot_shape,
+        infer_type=same_dtype,
+        reference=dot_reference,
+        aliases=("_sparse_dot",),
+        sparse=True,
+        doc="Dot product: contracts lhs's last (or, transposed, first) axis with rhs's first "
+        "(or, transposed, last) axis.",
+        examples=(
+            Example(((2, 3), (3, 4))),
+            Example(((3, 2), (3, 4)), {"transpose_a": True}),
+            Example(((2, 3), (4, 3)), {"transpose_b": True}),
+            Example(((3, 2), (4, 3)), {"transpose_a": True, "transpose_b": True}),
+            Example(((3,), (3,))),
+            Example(((2, 3), (3,))),
+            Example(((3,), (3, 4)), {"transpose_a": True}),
+            Example(((2, 3, 4), (4, 5, 6))),
+            Example(((4, 3, 2), (4, 5)), {"transpose_a": True}),
+            Example(((2, 3, 4), (5, 6, 4)), {"transpose_b": True}),
+            Example(((2, 3), (3, 4)), {"forward_stype": "default"}, dtype="float64"),
+        ),
+        bad_params=(
+            {"transpose_a": "maybe"},
+            {"forward_stype": "dense"},
+            {"transpose": True},
+        ),
+    )
+)
+
+
+def batch_dot_shape(p: DotParams, ins: list, outs: list) -> tuple[list, list]:
+    """Batched matrix product over the last two axes; the leading axes must agree."""
+    a, b = ins
+    if a is None or b is None:
+        return list(ins), list(outs)
+    if len(a) < 3 or len(a) != len(b):
+        raise RuleError(
+            "batch_dot needs two inputs with the same number (>= 3) of dimensions, got "
+            f"{shape_str(a)} X {shape_str(b)}"
+        )
+    batch = []
+    for i, (x, y) in enumerate(zip(a[:-2], b[:-2])):
+        if x is not None and y is not None and x != y:
+            raise RuleError(
+                f"batch_dot: the leading (batch) dimensions must be equal, got {shape_str(a)} X "
+                f"{shape_str(b)} (axis {i}: {x} vs {y})"
+            )
+        batch.append(x if x is not None else y)
+    m, ka = (a[-1], a[-2]) if p.transpose_a else (a[-2], a[-1])
+    n, kb = (b[-2], b[-1]) if p.transpose_b else (b[-1], b[-2])
+    if ka is not None and kb is not None and ka != kb:
+        raise RuleError(
+            f"batch_dot shape error: {shape_str(a)} X {shape_str(b)} (transpose_a="
+            f"{p.transpose_a}, transpose_b={p.transpose_b}) contracts {ka} with {kb}"
+        )
+    return list(ins), [(*batch, m, n)]
+
+
+def batch_dot_reference(p: DotParams, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    x = np.swapaxes(a, -1, -2) if p.transpose_a else a
+    y = np.swapaxes(b, -1, -2) if p.transpose_b else b
+    return np.asarray(np.matmul(x, y), dtype=a.dtype)
+
+
+BATCH_DOT = register(
+    OpDef(
+        name="batch_dot",
+        params=DotParams,
+        inputs=("lhs", "rhs"),
+        infer_shape=batch_dot_shape,
+        infer_type=same_dtype,
+        reference=batch_dot_reference,
+        aliases=("_npx_batch_dot",),
+        doc="Batched matrix product of two N-D arrays (N >= 3) over their last two axes.",
+        examples=(
+            Example(((2, 3, 4), (2, 4, 5))),
+            Example(((2, 4, 3), (2, 4, 5)), {"transpose_a": True}),
+            Example(((2, 3, 4), (2, 5, 4)), {"transpose_b": True}),
+            Example(((2, 4, 3), (2, 5, 4)), {"transpose_a": True, "transpose_b": True}),
+            Example(((6, 2, 3, 4), (6, 2, 4, 5))),
+            Example(((2, 3, 4), (2, 4, 5)), dtype="float64"),
+        ),
+        bad_params=({"transpose_b": "yes"}, {"forward_stype": "sparse"}, {"axis": 1}),
+    )
+)

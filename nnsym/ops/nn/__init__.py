@@ -1,0 +1,1 @@
+"""Neural-network operators, one module per family."""

@@ -1,0 +1,97 @@
+"""Embedding: look up rows of a (input_dim, output_dim) weight by integer-valued indices."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nnsym.ops.params import Params, field
+from nnsym.ops.registry import Example, OpDef, RuleError, register
+
+# MXNet also accepts bfloat16, which numpy (and so nnsym) has no dtype for.
+EMBEDDING_DTYPES = ("float16", "float32", "float64", "int32", "int64", "int8", "uint8")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EmbeddingParams(Params):
+    input_dim: int = field(lower=1, doc="Vocabulary size: indices lie in [0, input_dim).")
+    output_dim: int = field(lower=1, doc="Length of each embedding vector.")
+    dtype: str = field(
+        default="float32",
+        kind="dtype",
+        choices=EMBEDDING_DTYPES,
+        doc="Dtype of the weight and the output when neither is known otherwise.",
+    )
+    sparse_grad: bool = field(
+        default=False, doc="Give the weight a row_sparse gradient (only the rows looked up)."
+    )
+
+
+def embedding_shape(p: EmbeddingParams, ins: list, outs: list) -> tuple[list, list]:
+    """weight = (input_dim, output_dim); out = data.shape + (output_dim,).
+
+    Like MXNet, nothing is said (not even the weight) before the data's ndim is known.
+    """
+    data = ins[0]
+    if data is None:
+        return list(ins), list(outs)
+    return [data, (p.input_dim, p.output_dim)], [(*data, p.output_dim)]
+
+
+def embedding_type(p: EmbeddingParams, ins: list, outs: list) -> tuple[list, list]:
+    """The weight's or the output's dtype if one is known, else the ``dtype`` parameter.
+
+    The indices' dtype is free (float32 indices are common). MXNet raises when the indices'
+    dtype is unknown; nnsym decides the weight and output anyway.
+    """
+    w, o = ins[1], outs[0]
+    if w is not None and o is not None and w != o:
+        raise RuleError(
+            f"weight has dtype {np.dtype(w).name} but the output has {np.dtype(o).name}; "
+            "they must be the same"
+        )
+    t = w if w is not None else o if o is not None else np.dtype(p.dtype)
+    return [ins[0], t], [t]
+
+
+def embedding_reference(p: EmbeddingParams, data: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """Indices are truncated toward zero and clipped to [0, input_dim - 1], as MXNet does."""
+    idx = np.clip(data.astype(np.int64), 0, p.input_dim - 1)
+    return weight[idx]
+
+
+EMBEDDING = register(
+    OpDef(
+        name="Embedding",
+        params=EmbeddingParams,
+        inputs=("data", "weight"),
+        infer_shape=embedding_shape,
+        infer_type=embedding_type,
+        reference=embedding_reference,
+        aliases=("_npx_embedding", "_sparse_Embedding"),
+        sparse=True,
+        doc="Maps integer indices to rows of a learned (input_dim, output_dim) weight.",
+        examples=(
+            Example(((2, 3), (10, 4)), {"input_dim": 10, "output_dim": 4}, ints={0: (0, 10)}),
+            Example(((5,), (10, 4)), {"input_dim": 10, "output_dim": 4}, ints={0: (0, 10)}),
+            Example(
+                ((2, 3, 4), (7, 2)),
+                {"input_dim": 7, "output_dim": 2, "sparse_grad": True},
+                ints={0: (0, 7)},
+            ),
+            Example(
+                ((2, 3), (10, 4)),
+                {"input_dim": 10, "output_dim": 4, "dtype": "float64"},
+                dtype="float64",
+                ints={0: (0, 10)},
+            ),
+        ),
+        bad_params=(
+            {"input_dim": 0, "output_dim": 4},
+            {"input_dim": 10},
+            {"input_dim": 10, "output_dim": 4, "dtype": "int16"},
+            {"input_dim": 10, "output_dim": 4, "sparse": True},
+        ),
+    )
+)

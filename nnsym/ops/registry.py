@@ -1,0 +1,248 @@
+"""The operator model: one ``OpDef`` per operator, and the registry of them.
+
+An ``OpDef`` holds everything about an operator: its parameters, input/aux/output names, shape
+and dtype rules over partial knowledge, in-place options, numpy reference, examples used by the
+table-driven tests, and slots for storage-type rules, kernels and gradient (filled by later
+stages). Registration happens once, at import of ``nnsym.ops``; ``REGISTRY`` is read-only.
+
+Inference rules have the signature ``rule(params, ins, outs) -> (ins, outs)``: ``ins``/``outs``
+hold what is known so far (``None`` = unknown; a shape may also have ``None`` dims) and the rule
+returns lists of what it can say about every input and output. The inference engine merges the
+returned values into its state and reports conflicts naming the node. A rule signals an
+impossible configuration by raising ``RuleError`` with a plain message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from nnsym.errors import OperatorParamError
+from nnsym.ops.params import NoParams, Params
+from nnsym.types import DispatchMode, Shape, SType
+
+Rule = Callable[[Any, list[Any], list[Any]], tuple[Sequence[Any], Sequence[Any]]]
+Names = tuple[str, ...] | Callable[[Any], tuple[str, ...]]
+Count = int | Callable[[Any], int] | None
+
+
+class RuleError(Exception):
+    """Raised by a rule; the engine turns it into a ShapeError/DTypeError naming the node."""
+
+
+@dataclass(frozen=True)
+class StypeRule:
+    """One row of an operator's storage-type table (first match wins; no match -> fallback)."""
+
+    ins: tuple[SType, ...]
+    out: tuple[SType, ...]
+    dispatch: DispatchMode
+    when: Callable[[Any], bool] | None = None
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A kernel template family in the operator's package (``<template>.c.j2`` / ``.cu.j2``)."""
+
+    template: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Example:
+    """A valid call used by the table-driven tests: input shapes, params and input value ranges.
+
+    ``ints`` maps an input position to an integer range ``[lo, hi)`` (indices, labels).
+    """
+
+    shapes: tuple[tuple[int, ...], ...]
+    params: Mapping[str, Any] = field(default_factory=dict)
+    dtype: str = "float32"
+    low: float = -2.0
+    high: float = 2.0
+    ints: Mapping[int, tuple[int, int]] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        ps = ",".join(f"{k}={v}" for k, v in self.params.items())
+        return f"{self.shapes}{'[' + ps + ']' if ps else ''}"
+
+
+def _call(v: Any, p: Any) -> Any:
+    return v(p) if callable(v) else v
+
+
+@dataclass(frozen=True, eq=False)
+class OpDef:
+    """Everything about one operator. ``name`` is MXNet's canonical name, exactly."""
+
+    name: str
+    params: type[Params] = NoParams
+    inputs: Names = ("data",)
+    aux: tuple[str, ...] = ()
+    outputs: Names = ("output",)
+    num_visible_outputs: Count = None
+    infer_shape: Rule | None = None
+    infer_type: Rule | None = None
+    reference: Callable[..., Any] | None = None
+    aliases: tuple[str, ...] = ()
+    doc: str = ""
+    # Variadic operators: the parameter that counts the inputs (MXNet's key_var_num_args).
+    key_var_num_args: str | None = None
+    # FSetInputVarAttrOnCompose: attributes set on implicit variable inputs, by input name.
+    input_var_attrs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # In-place options: (input index, output index) pairs that may share storage.
+    inplace: tuple[tuple[int, int], ...] = ()
+    # True when the output is the input viewed differently (reshape-like; no copy needed).
+    inplace_identity: bool = False
+    # Elementwise operators: the scalar C expression (in ``x``, or ``a``/``b`` for binary).
+    expr: str | None = None
+    # Later stages: storage-type table, kernels by storage signature, gradient builder.
+    stype_rules: tuple[StypeRule, ...] = ()
+    kernels: Mapping[tuple[SType, ...], Kernel] = field(default_factory=dict)
+    grad: Callable[..., Any] | None = None
+    differentiable: bool = True
+    # Expose as nnsym.sym.sparse.<name> too.
+    sparse: bool = False
+    # Test table: valid examples and invalid parameter sets (each must raise OperatorParamError).
+    examples: tuple[Example, ...] = ()
+    bad_params: tuple[Mapping[str, Any], ...] = ()
+
+    def input_names(self, p: Any) -> tuple[str, ...]:
+        return tuple(_call(self.inputs, p))
+
+    def output_names(self, p: Any) -> tuple[str, ...]:
+        return tuple(_call(self.outputs, p))
+
+    def num_inputs(self, p: Any) -> int:
+        return len(self.input_names(p))
+
+    def num_outputs(self, p: Any) -> int:
+        return len(self.output_names(p))
+
+    def num_visible(self, p: Any) -> int:
+        n = _call(self.num_visible_outputs, p)
+        return self.num_outputs(p) if n is None else int(n)
+
+    def aux_indices(self, p: Any) -> tuple[int, ...]:
+        names = self.input_names(p)
+        return tuple(i for i, n in enumerate(names) if n in self.aux)
+
+    def parse_params(self, values: Mapping[str, Any], node_name: str = "") -> tuple[Any, dict]:
+        return self.params.parse(self.name, values, node_name)
+
+    def __repr__(self) -> str:
+        return f"OpDef({self.name})"
+
+
+_REGISTRY: dict[str, OpDef] = {}
+_ALIASES: dict[str, OpDef] = {}
+REGISTRY: Mapping[str, OpDef] = MappingProxyType(_REGISTRY)
+
+
+def register(op: OpDef) -> OpDef:
+    """Add an operator (and its aliases); a name already taken raises."""
+    for n in (op.name, *op.aliases):
+        if n in _REGISTRY or n in _ALIASES:
+            raise ValueError(f"operator name {n!r} is registered twice")
+    _REGISTRY[op.name] = op
+    for a in op.aliases:
+        _ALIASES[a] = op
+    return op
+
+
+def get_op(name: str) -> OpDef:
+    """The operator registered as ``name`` or one of its aliases; OperatorParamError otherwise."""
+    op = _REGISTRY.get(name) or _ALIASES.get(name)
+    if op is None:
+        raise OperatorParamError(f"operator {name!r} is not registered")
+    return op
+
+
+def all_names() -> dict[str, OpDef]:
+    """Canonical names and aliases together."""
+    return {**_REGISTRY, **_ALIASES}
+
+
+# ---------------------------------------------------------------------------------------------
+# Shape helpers shared by rules
+
+
+def merge_shape(a: Shape | None, b: Shape | None) -> Shape | None:
+    """The most specific shape consistent with both; RuleError on conflict."""
+    if a is None:
+        return b
+    if b is None or a == b:
+        return a
+    if len(a) != len(b):
+        raise RuleError(f"expected {_s(a)}, got {_s(b)}")
+    out = []
+    for x, y in zip(a, b):
+        if x is not None and y is not None and x != y:
+            raise RuleError(f"expected {_s(a)}, got {_s(b)}")
+        out.append(x if x is not None else y)
+    return tuple(out)
+
+
+def _s(s: Shape | None) -> str:
+    from nnsym.types import shape_str
+
+    return shape_str(s)
+
+
+def known(s: Shape | None) -> bool:
+    return s is not None and all(d is not None for d in s)
+
+
+def prod(dims: Sequence[int | None]) -> int | None:
+    """Product of dims, or None when one is unknown."""
+    r = 1
+    for d in dims:
+        if d is None:
+            return None
+        r *= d
+    return r
+
+
+def norm_axis(axis: int, ndim: int) -> int:
+    if not -ndim <= axis < ndim:
+        raise RuleError(f"axis {axis} is out of range for {ndim} dimensions")
+    return axis % ndim
+
+
+# ---------------------------------------------------------------------------------------------
+# Generic rules
+
+
+def elemwise_shape(p: Any, ins: list, outs: list) -> tuple[list, list]:
+    """All inputs and outputs have one shape (MXNet's ElemwiseShape)."""
+    s = None
+    for i, v in enumerate(ins + outs):
+        try:
+            s = merge_shape(s, v)
+        except RuleError:
+            where = f"input {i}" if i < len(ins) else f"output {i - len(ins)}"
+            raise RuleError(
+                f"incompatible shapes: {where} has shape {_s(v)}, expected {_s(s)}"
+            ) from None
+    return [s] * len(ins), [s] * len(outs)
+
+
+def same_dtype(p: Any, ins: list, outs: list) -> tuple[list, list]:
+    """MXNet's SameType: the first known output dtype, else the first known input's, everywhere."""
+    t = next((v for v in outs if v is not None), None)
+    if t is None:
+        t = next((v for v in ins if v is not None), None)
+    return [t] * len(ins), [t] * len(outs)
+
+
+def fixed_out_dtype(dtype_of_params: Callable[[Any], Any]) -> Rule:
+    """Outputs get a dtype decided by the parameters; inputs are left alone."""
+
+    def rule(p: Any, ins: list, outs: list) -> tuple[list, list]:
+        return list(ins), [np.dtype(dtype_of_params(p))] * len(outs)
+
+    return rule

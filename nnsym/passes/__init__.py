@@ -1,0 +1,1 @@
+"""Graph passes: pure ``Graph -> Graph`` functions with declared requirements."""

@@ -1,0 +1,85 @@
+"""``nnsym.sym.<op>`` functions, generated from the registry with signatures and docstrings."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from nnsym.ops.registry import OpDef
+from nnsym.symbol.symbol import Symbol, apply_op
+
+
+def make_function(op: OpDef, func_name: str) -> Any:
+    """A Python function that builds an ``op`` node; the naming hint is the lower-cased name."""
+    hint = func_name.lower()
+
+    def fn(*args: Symbol, **kwargs: Any) -> Symbol:
+        return apply_op(op, hint, args, kwargs)
+
+    fn.__name__ = fn.__qualname__ = func_name
+    fn.__module__ = "nnsym.symbol"
+    fn.__doc__ = op_docstring(op, func_name)
+    fn.__signature__ = _signature(op)  # type: ignore[attr-defined]
+    return fn
+
+
+def _signature(op: OpDef) -> inspect.Signature:
+    P = inspect.Parameter
+    params: list[inspect.Parameter] = []
+    if op.key_var_num_args:
+        params.append(P("args", P.VAR_POSITIONAL, annotation="Symbol"))
+    else:
+        try:
+            names = op.input_names(_default_params(op))
+        except Exception:
+            names = ("data",)
+        params.extend(
+            P(n, P.POSITIONAL_OR_KEYWORD, default=None, annotation="Symbol") for n in names
+        )
+    for spec in op.params.specs().values():
+        default = P.empty if spec.required else spec.default
+        params.append(P(spec.name, P.KEYWORD_ONLY, default=default, annotation=spec.type_name()))
+    params.append(P("name", P.KEYWORD_ONLY, default=None, annotation="str"))
+    params.append(P("attr", P.KEYWORD_ONLY, default=None, annotation="dict"))
+    return inspect.Signature(params, return_annotation="Symbol")
+
+
+def _default_params(op: OpDef) -> Any:
+    """Parameters with defaults (required ones get a harmless placeholder) for listing inputs."""
+    specs = op.params.specs()
+    vals: dict[str, Any] = {}
+    for n, s in specs.items():
+        if s.required:
+            vals[n] = {
+                "int": 1,
+                "float": 1.0,
+                "bool": False,
+                "str": (s.choices or ("",))[0],
+                "dtype": "float32",
+                "tuple": (1,),
+                "tuple_opt": (1,),
+            }[s.base]
+    return op.params(**vals)
+
+
+def op_docstring(op: OpDef, func_name: str) -> str:
+    lines = [op.doc or f"The {op.name} operator.", ""]
+    if func_name != op.name:
+        lines += [f"Alias of ``{op.name}``.", ""]
+    lines.append("Parameters")
+    lines.append("----------")
+    try:
+        names = op.input_names(_default_params(op))
+    except Exception:
+        names = ()
+    if op.key_var_num_args:
+        lines.append("*args : Symbol\n    The inputs.")
+    else:
+        for n in names:
+            kind = "auxiliary state" if n in op.aux else "input"
+            lines.append(f"{n} : Symbol\n    The {kind} '{n}' (an implicit variable when omitted).")
+    lines.extend(op.params.doc_lines())
+    lines.append("name : str, optional\n    Node name; MXNet-style automatic name when omitted.")
+    lines.append("attr : dict, optional\n    Extra attributes for the node.")
+    lines += ["", "Returns", "-------", "Symbol"]
+    return "\n".join(lines)

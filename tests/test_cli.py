@@ -1,0 +1,102 @@
+"""The ``nnsym`` command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nnsym import sym
+from nnsym.cli import main
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def test_infer_prints_table_and_writes_inferred_json(tmp_path, capsys):
+    out = tmp_path / "inferred.json"
+    rc = main(
+        [
+            "infer",
+            str(GOLDEN / "resnet18_v1-symbol.json"),
+            "--shape",
+            "data=1,3,224,224",
+            "--json",
+            str(out),
+        ]
+    )
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "resnetv10_dense0_fwd" in text and "(1, 1000)" in text and "float32" in text
+    doc = json.loads(out.read_text())
+    head = doc["nodes"][doc["heads"][0][0]]
+    assert head["attrs"]["__inferred_shape__"] == "[(1, 1000)]"
+    # what nnsym wrote loads back, inferred keys dropped
+    assert sym.load(out).tojson() == sym.load(GOLDEN / "resnet18_v1-symbol.json").tojson()
+
+
+def test_infer_with_dtype(capsys):
+    rc = main(
+        [
+            "infer",
+            str(GOLDEN / "convbn-symbol.json"),
+            "--shape",
+            "data=2,3,32,32",
+            "--dtype",
+            "data=float16",
+        ]
+    )
+    assert rc == 0
+    text = capsys.readouterr().out
+    lines = {ln.split()[0]: ln for ln in text.splitlines() if ln.strip()}
+    assert "float16" in lines["conv1"] and "float32" in lines["bn1_moving_mean"]
+
+
+def test_infer_reports_unknown_inputs(capsys):
+    assert main(["infer", str(GOLDEN / "mlp-symbol.json")]) == 0
+    assert "shapes still unknown" in capsys.readouterr().out
+
+
+def test_errors_are_reported_without_traceback(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"nodes": []}')
+    assert main(["infer", str(bad)]) == 1
+    assert "GraphFormatError" in capsys.readouterr().err
+    assert (
+        main(
+            [
+                "infer",
+                str(GOLDEN / "mlp-symbol.json"),
+                "--shape",
+                "data=4,7",
+                "--shape",
+                "fc1_weight=128,8",
+            ]
+        )
+        == 1
+    )
+    assert "ShapeError" in capsys.readouterr().err
+
+
+def test_bad_shape_argument_is_a_usage_error():
+    with pytest.raises(SystemExit) as info:
+        main(["infer", "x.json", "--shape", "data"])
+    assert info.value.code == 2
+
+
+def test_demo_runs_and_writes_json(tmp_path, capsys):
+    assert main(["demo", "--out", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "fc1_weight" in text and "(64, 10)" in text
+    for name in ("mlp", "convnet"):
+        s = sym.load(tmp_path / f"{name}-symbol.json")
+        assert s.list_outputs() == ["softmax_output"]
+
+
+def test_module_help():
+    r = subprocess.run(
+        [sys.executable, "-m", "nnsym", "--help"], capture_output=True, text=True, check=True
+    )
+    assert "infer" in r.stdout and "demo" in r.stdout
