@@ -32,7 +32,15 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from nnsym.ops.params import NoParams, Params, field
-from nnsym.ops.registry import Example, OpDef, elemwise_shape, register, same_dtype
+from nnsym.ops.registry import (
+    DENSE,
+    Example,
+    OpDef,
+    elemwise_shape,
+    register,
+    same_dtype,
+    unary_lowering,
+)
 
 Array = np.ndarray
 UnaryFn = Callable[[Array], Array]
@@ -211,6 +219,7 @@ def _register_unary(row: Unary) -> OpDef:
             infer_type=same_dtype,
             inplace=((0, 0),),
             expr=row.expr,
+            kernels={DENSE: unary_lowering(row.expr)},
             sparse=row.sparse,
             reference=_unary_reference(row.ref),
             doc=row.doc,

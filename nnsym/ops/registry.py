@@ -46,10 +46,14 @@ class StypeRule:
 
 @dataclass(frozen=True)
 class Kernel:
-    """A kernel template family in the operator's package (``<template>.c.j2`` / ``.cu.j2``)."""
+    """How a node runs for one storage signature: ``lower(KernelCall) -> Lowered`` picks the
+    templates (``*.c.j2`` beside the operator) and computes their literal and run-time values."""
 
-    template: str
-    options: Mapping[str, Any] = field(default_factory=dict)
+    lower: Callable[..., Any]
+
+
+# Key of the dense kernel in ``OpDef.kernels`` (every input and output in default storage).
+DENSE: tuple[SType, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -246,3 +250,22 @@ def fixed_out_dtype(dtype_of_params: Callable[[Any], Any]) -> Rule:
         return list(ins), [np.dtype(dtype_of_params(p))] * len(outs)
 
     return rule
+
+
+def unary_lowering(expr: str, fparams: tuple[str, ...] = ()) -> Kernel:
+    """The dense kernel of a one-input elementwise operator from its scalar expression."""
+    from nnsym.codegen.spec import KernelSpec, Launch, Lowered, size
+
+    def lower(call: Any) -> Any:
+        spec = KernelSpec.make(
+            "elemwise_unary.c.j2",
+            expr=expr,
+            fparams=fparams,
+            in_dtype=call.in_dtypes[0].name,
+            out_dtype=call.out_dtypes[0].name,
+            req=call.req,
+        )
+        fa = tuple(float(getattr(call.params, f)) for f in fparams)
+        return Lowered((Launch(spec, (size(call.out_shapes[0]),), fa),))
+
+    return Kernel(lower)

@@ -1,0 +1,57 @@
+"""The one jinja2 environment: op templates live beside their operators under ``nnsym/ops``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from nnsym.codegen.spec import CTYPES, KernelSpec, comptype, ctype
+
+OPS_DIR = Path(__file__).resolve().parent.parent / "ops"
+SHARED_DIR = Path(__file__).resolve().parent / "templates"
+
+
+def c_literal(v: Any) -> str:
+    """A typed value as a C literal (doubles keep every bit: repr round-trips)."""
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, int):
+        return f"INT64_C({v})" if abs(v) > 2**31 - 1 else str(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "NAN"
+        if math.isinf(v):
+            return "INFINITY" if v > 0 else "(-INFINITY)"
+        return repr(v) if ("e" in repr(v) or "." in repr(v)) else repr(v) + ".0"
+    raise TypeError(f"no C literal for {v!r}")
+
+
+ENV = jinja2.Environment(
+    loader=jinja2.FileSystemLoader([str(OPS_DIR), str(SHARED_DIR)]),
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+    autoescape=False,
+)
+ENV.filters["lit"] = c_literal
+ENV.globals.update(ctype=ctype, comptype=comptype, CTYPES=CTYPES)
+
+
+def render_spec(spec: KernelSpec) -> str:
+    return ENV.get_template(spec.template).render(name=spec.name, **spec.context())
+
+
+def signature(name: str) -> str:
+    return f"void {name}(void *const *p, const int64_t *ia, const double *fa);"
+
+
+def render_unit(specs: Sequence[KernelSpec], vector_math: Sequence[str]) -> str:
+    """One translation unit: the shared prologue, then every kernel."""
+    parts = [ENV.get_template("prologue.c.j2").render(vector_math=vector_math)]
+    parts.extend(render_spec(s) for s in specs)
+    return "\n".join(parts)

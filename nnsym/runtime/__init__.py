@@ -1,0 +1,1 @@
+"""Running compiled graphs and single operators."""
