@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nnsym import symbol
+from nnsym import ndarray, symbol
 from nnsym.context import Context, cpu, gpu
 from nnsym.errors import (
     DTypeError,
@@ -15,6 +15,7 @@ from nnsym.errors import (
 )
 
 sym = symbol
+nd = ndarray
 
 __version__ = "0.1.0"
 
@@ -29,6 +30,8 @@ __all__ = [
     "StorageTypeError",
     "cpu",
     "gpu",
+    "nd",
+    "ndarray",
     "sym",
     "symbol",
 ]

@@ -147,6 +147,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cache(args: argparse.Namespace) -> int:
+    from nnsym.codegen import cache
+
+    if args.action == "info":
+        info = cache.info()
+        print(f"kernel cache: {info['path']}")
+        print(f"entries: {info['entries']}, size: {info['bytes'] / 1e6:.1f} MB")
+        print("(set NNSYM_CACHE_DIR to move it)")
+    else:
+        n = cache.clear()
+        print(f"removed {n} cached build(s) from {cache.cache_root() / cache.FORMAT}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="nnsym",
@@ -176,6 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
     pd = sub.add_parser("demo", help="build an MLP and a small conv net, infer, print, dump JSON")
     pd.add_argument("--out", metavar="DIR", help="where to write the JSON (default: a temp dir)")
     pd.set_defaults(func=cmd_demo)
+    pc = sub.add_parser("cache", help="show or clear the compiled-kernel cache")
+    pc.add_argument("action", choices=["info", "clear"])
+    pc.set_defaults(func=cmd_cache)
     return p
 
 

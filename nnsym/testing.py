@@ -72,3 +72,43 @@ def reference_outputs(op: OpDef, params: Any, inputs: Sequence[np.ndarray]) -> l
     assert op.reference is not None, f"{op.name} has no numpy reference"
     out = op.reference(params, *inputs)
     return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def registry_kernel_specs(reqs: Sequence[str] = ("write", "add")) -> list[Any]:
+    """The kernel specs every operator example lowers to (for compiling them in one go)."""
+    from nnsym.codegen.spec import KernelCall
+    from nnsym.errors import NNSymError
+    from nnsym.ops import REGISTRY
+    from nnsym.ops.registry import DENSE
+    from nnsym.runtime.imperative import infer_one
+
+    specs: list[Any] = []
+    for op in REGISTRY.values():
+        kernel = op.kernels.get(DENSE)
+        if kernel is None:
+            continue
+        for ex in op.examples:
+            try:
+                params, _ = op.parse_params(ex.params)
+                dts = [np.dtype(ex.dtype)] * len(ex.shapes)
+                out_s, out_t = infer_one(op, params, ex.shapes, dts, "warm")
+                for req in reqs:
+                    call = KernelCall(params, tuple(ex.shapes), tuple(dts), tuple(out_s),
+                                      tuple(out_t), req)
+                    specs.extend(ln.spec for ln in kernel.lower(call).launches)
+            except (NNSymError, ValueError, TypeError, KeyError):
+                continue
+    return specs
+
+
+def precompile_registry() -> None:
+    """Compile every example's kernels in a few large builds (one per core)."""
+    from nnsym.codegen import compiler
+
+    if compiler.backend() != "c":
+        return
+    specs = registry_kernel_specs()
+    try:
+        compiler.functions(specs)
+    except compiler.CompileError:
+        pass  # a broken template then fails in its own tests, one kernel at a time

@@ -64,7 +64,7 @@ def build_cached(key: str, build: Callable[[Path], None], root: Path | None = No
     try:
         build(tmp)
         try:
-            os.rename(tmp, final)
+            tmp.rename(final)
         except OSError:
             if not (final.is_dir() and verify(final, key)):
                 raise
@@ -78,7 +78,7 @@ def _move_aside(final: Path) -> None:
     """Take a bad entry out of the way without touching a file another process may map."""
     bad = final.parent / f".bad-{final.name[:8]}-{os.getpid()}-{time.time_ns()}"
     try:
-        os.rename(final, bad)
+        final.rename(bad)
     except OSError:
         return  # another process moved it already
     shutil.rmtree(bad, ignore_errors=True)
@@ -96,6 +96,6 @@ def clear(root: Path | None = None) -> int:
     n = sum(1 for p in base.glob("??/*") if p.is_dir())
     if base.exists():
         aside = base.parent / f".clear-{os.getpid()}-{time.time_ns()}"
-        os.rename(base, aside)
+        base.rename(aside)
         shutil.rmtree(aside, ignore_errors=True)
     return n

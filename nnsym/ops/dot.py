@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.params import Params, field
-from nnsym.ops.registry import Example, OpDef, RuleError, register, same_dtype
+from nnsym.ops.registry import DENSE, Example, Kernel, OpDef, RuleError, register, same_dtype
 from nnsym.types import Shape, shape_str
 
 STYPES = ("default", "row_sparse", "csr")
@@ -73,12 +74,71 @@ def dot_reference(p: DotParams, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     ka, kept_a = a.shape[0] if p.transpose_a else a.shape[-1], ()
     if a.ndim > 1:
         kept_a = a.shape[1:] if p.transpose_a else a.shape[:-1]
-    a2 = a.reshape(ka, -1).T if p.transpose_a else a.reshape(-1, ka)
+    m = int(np.prod(kept_a))  # NOTE: explicit sizes, as -1 is ambiguous for empty arrays
+    a2 = a.reshape(ka, m).T if p.transpose_a else a.reshape(m, ka)
     kb, kept_b = b.shape[-1] if p.transpose_b else b.shape[0], ()
     if b.ndim > 1:
         kept_b = b.shape[:-1] if p.transpose_b else b.shape[1:]
-    b2 = b.reshape(-1, kb).T if p.transpose_b else b.reshape(kb, -1)
+    n = int(np.prod(kept_b))
+    b2 = b.reshape(n, kb).T if p.transpose_b else b.reshape(kb, n)
     return np.asarray((a2 @ b2).reshape(*kept_a, *kept_b), dtype=a.dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# Dense kernels: every product here is a (batched) row-major GEMM through dot_gemm.c.j2.
+
+_INT32_MAX = 2**31 - 1
+
+
+def gemm_launch(
+    dtype: np.dtype,
+    req: str,
+    *,
+    batch: int,
+    m: int,
+    n: int,
+    k: int,
+    ta: bool,
+    tb: bool,
+    n_in: int = 2,
+    bias: bool = False,
+) -> Launch:
+    """One dot_gemm.c.j2 launch: ``C_t = op(A_t) . op(B_t) (+ bias)`` for t < batch.
+
+    A_t is stored ``[m, k]`` (``[k, m]`` when ``ta``) and B_t ``[k, n]`` (``[n, k]`` when ``tb``),
+    both dense, one batch after another; C is ``[batch, m, n]``. Also used by FullyConnected.
+    """
+    dt = np.dtype(dtype)
+    if max(m, n, k) > _INT32_MAX:
+        raise ValueError(f"matrix dimension over 2**31 - 1 ({m}, {n}, {k}): BLAS uses 32-bit ints")
+    lda = m if ta else k
+    ldb = k if tb else n
+    sa, sb = m * k, k * n
+    ws = 0
+    if dt.name == "float16":
+        ws = 4 * (batch * (sa + sb) + m * n)
+    elif dt.kind in "iub":
+        ws = 8 * (n + k)
+    spec = KernelSpec.make(
+        "dot_gemm.c.j2", dtype=dt.name, req=req, ta=ta, tb=tb, bias=bias, n_in=n_in
+    )
+    # NOTE: BLAS rejects a leading dimension of 0 even when that matrix is empty.
+    ia = (batch, m, n, k, max(lda, 1), max(ldb, 1), sa, sb)
+    return Launch(spec, ia=ia, workspace=ws)
+
+
+def dot_lowering(call: KernelCall) -> Lowered:
+    p: DotParams = call.params
+    a, b = call.in_shapes
+    if len(a) == 1 and len(b) == 1:
+        m, n, k, ta, tb = 1, 1, a[0], False, False
+    else:
+        ta, tb = p.transpose_a, p.transpose_b
+        k = a[0] if ta else a[-1]
+        m = size(a[1:] if ta else a[:-1])  # a 1-D operand keeps nothing: 1 row (column)
+        n = size(b[:-1] if tb else b[1:])
+    launch = gemm_launch(call.out_dtypes[0], call.req, batch=1, m=m, n=n, k=k, ta=ta, tb=tb)
+    return Lowered((launch,))
 
 
 DOT = register(
@@ -89,6 +149,7 @@ DOT = register(
         infer_shape=dot_shape,
         infer_type=same_dtype,
         reference=dot_reference,
+        kernels={DENSE: Kernel(dot_lowering)},
         aliases=("_sparse_dot",),
         sparse=True,
         doc="Dot product: contracts lhs's last (or, transposed, first) axis with rhs's first "
@@ -149,6 +210,17 @@ def batch_dot_reference(p: DotParams, a: np.ndarray, b: np.ndarray) -> np.ndarra
     return np.asarray(np.matmul(x, y), dtype=a.dtype)
 
 
+def batch_dot_lowering(call: KernelCall) -> Lowered:
+    p: DotParams = call.params
+    a, b = call.in_shapes
+    ta, tb = p.transpose_a, p.transpose_b
+    m, k = (a[-1], a[-2]) if ta else (a[-2], a[-1])
+    n = b[-2] if tb else b[-1]
+    batch = size(a[:-2])
+    launch = gemm_launch(call.out_dtypes[0], call.req, batch=batch, m=m, n=n, k=k, ta=ta, tb=tb)
+    return Lowered((launch,))
+
+
 BATCH_DOT = register(
     OpDef(
         name="batch_dot",
@@ -157,6 +229,7 @@ BATCH_DOT = register(
         infer_shape=batch_dot_shape,
         infer_type=same_dtype,
         reference=batch_dot_reference,
+        kernels={DENSE: Kernel(batch_dot_lowering)},
         aliases=("_npx_batch_dot",),
         doc="Batched matrix product of two N-D arrays (N >= 3) over their last two axes.",
         examples=(

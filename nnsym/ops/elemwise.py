@@ -31,10 +31,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.params import NoParams, Params, field
 from nnsym.ops.registry import (
     DENSE,
     Example,
+    Kernel,
     OpDef,
     elemwise_shape,
     register,
@@ -219,7 +221,7 @@ def _register_unary(row: Unary) -> OpDef:
             infer_type=same_dtype,
             inplace=((0, 0),),
             expr=row.expr,
-            kernels={DENSE: unary_lowering(row.expr)},
+            kernels={DENSE: unary_kernel(row.name, row.expr)},
             sparse=row.sparse,
             reference=_unary_reference(row.ref),
             doc=row.doc,
@@ -434,6 +436,118 @@ BINARY_GRAD_EXPR: dict[str, tuple[str, str]] = {row.name: row.grad for row in BI
 
 
 # ---------------------------------------------------------------------------------------------
+# Dense kernels: unary-form operators use ``elemwise_unary.c.j2`` (parameters passed at run time
+# in ``fa``), binary ones ``elemwise_binary.c.j2`` (shared with the broadcasting operators),
+# add_n ``elemwise_add_n.c.j2``. Sizes and strides are run-time values.
+
+# C integer division traps (SIGFPE) on a zero divisor and on INT_MIN / -1, so the integer
+# kernels of the dividing operators guard it: a zero divisor gives 0 (numpy's floor_divide gives
+# 0 too, with a warning) and -1 negates (numpy's wrap-around result).
+INT_DIV_OPERANDS: dict[str, tuple[str, str]] = {
+    "reciprocal": ("1", "x"),
+    "elemwise_div": ("a", "b"),
+    "_div_scalar": ("x", "(T)scalar"),
+    "_rdiv_scalar": ("(T)scalar", "x"),
+}
+
+
+def kernel_expr(name: str, expr: str, out_dtype: np.dtype) -> str:
+    """The expression a kernel of operator ``name`` computes for output dtype ``out_dtype``."""
+    operands = INT_DIV_OPERANDS.get(name)
+    kind = np.dtype(out_dtype).kind
+    if operands is None or kind not in "iub":
+        return expr
+    num, den = operands
+    if kind == "i":
+        return f"({den}) == 0 ? 0 : (({den}) == -1 ? -({num}) : ({num}) / ({den}))"
+    return f"({den}) == 0 ? 0 : ({num}) / ({den})"
+
+
+def unary_kernel(name: str, expr: str, fparams: tuple[str, ...] = ()) -> Kernel:
+    """``unary_lowering`` with the integer-division guard where the output dtype needs it."""
+    plain = unary_lowering(expr, fparams)
+
+    def lower(call: KernelCall) -> Lowered:
+        e = kernel_expr(name, expr, call.out_dtypes[0])
+        res: Lowered = (plain if e == expr else unary_lowering(e, fparams)).lower(call)
+        return res
+
+    return Kernel(lower)
+
+
+def _c_strides(shape: tuple[int, ...]) -> list[int]:
+    st, acc = [0] * len(shape), 1
+    for i in range(len(shape) - 1, -1, -1):
+        st[i] = acc
+        acc *= shape[i]
+    return st
+
+
+def broadcast_rows(
+    out: tuple[int, ...], lhs: tuple[int, ...], rhs: tuple[int, ...]
+) -> list[tuple[int, int, int]]:
+    """The output's dims as ``(size, lhs stride, rhs stride)`` rows (strides in elements, 0 where
+    broadcast), size-1 dims dropped and neighbours that are one run in both inputs merged."""
+    nd = len(out)
+    pa = (1,) * (nd - len(lhs)) + tuple(lhs)
+    pb = (1,) * (nd - len(rhs)) + tuple(rhs)
+    rows: list[tuple[int, int, int]] = []
+    for d, da, db, sa, sb in zip(out, pa, pb, _c_strides(pa), _c_strides(pb)):
+        if d == 1:
+            continue
+        x, y = (0 if da == 1 else sa), (0 if db == 1 else sb)
+        if rows and rows[-1][1] == x * d and rows[-1][2] == y * d:
+            rows[-1] = (rows[-1][0] * d, x, y)
+        else:
+            rows.append((d, x, y))
+    return rows or [(1, 1, 1)]
+
+
+_INNER = {(1, 1): "vv", (1, 0): "vs", (0, 1): "sv"}
+
+
+def binary_kernel(name: str, expr: str) -> Kernel:
+    """The dense kernel of a two-input elementwise operator (numpy broadcasting allowed)."""
+
+    def lower(call: KernelCall) -> Lowered:
+        out = call.out_shapes[0]
+        if size(out) == 0:
+            return Lowered()
+        rows = broadcast_rows(out, call.in_shapes[0], call.in_shapes[1])
+        spec = KernelSpec.make(
+            "elemwise_binary.c.j2",
+            expr=kernel_expr(name, expr, call.out_dtypes[0]),
+            dtype=call.in_dtypes[0].name,
+            out_dtype=call.out_dtypes[0].name,
+            req=call.req,
+            nd=len(rows),
+            inner=_INNER[rows[-1][1:]],
+        )
+        ia = (
+            *(r[0] for r in rows),
+            *(r[1] for r in rows[:-1]),
+            *(r[2] for r in rows[:-1]),
+        )
+        return Lowered((Launch(spec, ia),))
+
+    return Kernel(lower)
+
+
+def add_n_lowering(call: KernelCall) -> Lowered:
+    n = size(call.out_shapes[0])
+    if n == 0:
+        return Lowered()
+    spec = KernelSpec.make(
+        "elemwise_add_n.c.j2",
+        dtype=call.out_dtypes[0].name,
+        req=call.req,
+        num=len(call.in_shapes),
+        group=8,  # inputs read per pass over the output
+    )
+    return Lowered((Launch(spec, (n,)),))
+
+
+# ---------------------------------------------------------------------------------------------
 # Registration
 
 UNARY_OPS: dict[str, OpDef] = {row.name: _register_unary(row) for row in UNARY}
@@ -446,6 +560,7 @@ CLIP = register(
         infer_type=same_dtype,
         inplace=((0, 0),),
         expr=CLIP_EXPR,
+        kernels={DENSE: unary_kernel("clip", CLIP_EXPR, ("a_min", "a_max"))},
         sparse=True,
         reference=clip_reference,
         doc="Clips values to [a_min, a_max] (the bounds are cast to the data's type first).",
@@ -468,6 +583,7 @@ QUADRATIC = register(
         infer_type=same_dtype,
         inplace=((0, 0),),
         expr=QUADRATIC_EXPR,
+        kernels={DENSE: unary_kernel("_contrib_quadratic", QUADRATIC_EXPR, ("a", "b", "c"))},
         reference=quadratic_reference,
         doc="a * x * x + b * x + c, elementwise.",
         examples=(
@@ -489,6 +605,7 @@ SCALAR_OP_DEFS: dict[str, OpDef] = {
             infer_type=scalar_dtype,
             inplace=((0, 0),),
             expr=row.expr,
+            kernels={DENSE: unary_kernel(row.name, row.expr, ("scalar",))},
             reference=_scalar_reference(row.fn),
             aliases=(row.alias,),
             doc=f"Elementwise {row.doc} (the scalar takes the output's type first).",
@@ -509,6 +626,7 @@ BINARY_OPS: dict[str, OpDef] = {
             infer_type=same_dtype,
             inplace=((0, 0), (1, 0)),
             expr=row.expr,
+            kernels={DENSE: binary_kernel(row.name, row.expr)},
             sparse=row.sparse,
             reference=binary_reference(row.ref),
             aliases=row.aliases,
@@ -529,6 +647,7 @@ ADD_N = register(
         infer_shape=elemwise_shape,
         infer_type=same_dtype,
         inplace=((0, 0),),
+        kernels={DENSE: Kernel(add_n_lowering)},
         sparse=True,
         reference=add_n_reference,
         aliases=("ElementWiseSum",),

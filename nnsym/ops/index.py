@@ -7,8 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from nnsym.codegen.spec import KernelCall, Lowered
+from nnsym.ops.broadcast_reduce import reduce_lowering
 from nnsym.ops.params import Params, field
-from nnsym.ops.registry import Example, OpDef, norm_axis, register, same_dtype
+from nnsym.ops.registry import DENSE, Example, Kernel, OpDef, norm_axis, register, same_dtype
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,6 +44,18 @@ def _reference(fn: Any) -> Any:
     return ref
 
 
+def _kernel(name: str) -> Kernel:
+    """A reduction kernel (``broadcast_reduce_reduce.c.j2``) over one axis or all of them."""
+
+    def lower(call: KernelCall) -> Lowered:
+        nd = len(call.in_shapes[0])
+        axis = call.params.axis
+        axes = tuple(range(nd)) if axis is None else (axis % nd,)
+        return reduce_lowering(call, name, axes)
+
+    return Kernel(lower)
+
+
 _EXAMPLES = (
     Example(((2, 3, 4),), {"axis": 1}),
     Example(((2, 3, 4),), {"axis": -1, "keepdims": True}),
@@ -56,6 +70,7 @@ for _name, _fn in (("argmax", np.argmax), ("argmin", np.argmin)):
             params=ArgReduceParams,
             infer_shape=arg_reduce_shape,
             infer_type=same_dtype,
+            kernels={DENSE: _kernel(_name)},
             reference=_reference(_fn),
             differentiable=False,
             doc=f"Returns the indices of the {_name[3:]}imum values along an axis (input dtype).",

@@ -19,9 +19,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.params import NoParams, Params, field
 from nnsym.ops.registry import (
+    DENSE,
     Example,
+    Kernel,
     OpDef,
     RuleError,
     elemwise_shape,
@@ -49,6 +52,103 @@ def _axis(axis: int, ndim: int, what: str = "axis") -> int:
     if not -ndim <= axis < ndim:
         raise RuleError(f"{what} {axis} is out of bounds for an array of {ndim} dimensions")
     return axis % ndim
+
+
+# ---------------------------------------------------------------------------------------------
+# Dense kernels. Every operator here only moves (or converts) elements, so a few templates
+# serve them all: a contiguous copy (views in add mode, BlockGrad, _copy), an N-d strided copy
+# (transpose, SwapAxis, slice, slice_axis, tile), block copies (Concat, SliceChannel), Cast and
+# a fill. Sizes, strides and offsets are run-time values; in write mode a kernel is built for an
+# element width rather than a dtype, so one compiled kernel moves float32 and int32 alike.
+
+_WIDTH = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
+# The blocked 2-D transpose, by element size: the block edge (elements; a block of each side
+# stays in cache), the register-tile edge (vector lanes) and the integer type of a shuffle mask.
+_BLOCK = {1: 128, 2: 128, 4: 64, 8: 64}
+_LANES = {1: 16, 2: 8, 4: 8, 8: 4}  # 16-byte vectors for narrow elements, 32-byte otherwise
+# Innermost dims up to this long are compile-time sizes (unrolled rows: slices of narrow
+# columns, tiles of short rows).
+_SHORT = 4
+_MASK = {1: "int8_t", 2: "int16_t", 4: "int32_t", 8: "int64_t"}
+
+
+def _elem(call: KernelCall) -> str:
+    """The dtype a data-moving kernel is built for (the element width alone in write mode)."""
+    dt = call.out_dtypes[0]
+    return _WIDTH[dt.itemsize] if call.req == "write" else dt.name
+
+
+def _strides(shape: Sequence[int]) -> list[int]:
+    """C-contiguous strides in elements."""
+    st, acc = [0] * len(shape), 1
+    for i in range(len(shape) - 1, -1, -1):
+        st[i] = acc
+        acc *= shape[i]
+    return st
+
+
+def copy_lowering(call: KernelCall) -> Lowered:
+    """out = in (or out += in) over the contiguous elements; in-place safe."""
+    n = min(size(call.in_shapes[0]), size(call.out_shapes[0]))
+    if n == 0:
+        return Lowered()
+    spec = KernelSpec.make("shape_copy.c.j2", dtype=_elem(call), req=call.req)
+    return Lowered((Launch(spec, (n,)),))
+
+
+def view_lowering(call: KernelCall) -> Lowered:
+    """Reshape-like operators: the output is the input's memory (nothing runs); accumulating
+    into an existing output is a real add."""
+    if call.req == "write":
+        return Lowered(views={0: 0})
+    return copy_lowering(call)
+
+
+def _collapse(dims: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """Drop size-1 dims and merge neighbours that are one run in both input and output."""
+    out: list[tuple[int, int, int]] = []
+    for d, a, b in dims:
+        if d == 1:
+            continue
+        if out and out[-1][1] == a * d and out[-1][2] == b * d:
+            out[-1] = (out[-1][0] * d, a, b)
+        else:
+            out.append((d, a, b))
+    return out
+
+
+def strided_lowering(
+    call: KernelCall, dims: Sequence[int], in_strides: Sequence[int], in_offset: int
+) -> Lowered:
+    """Copy into the contiguous output of shape ``dims`` from the input element at
+    ``in_offset + sum(i_k * in_strides[k])`` (strides in elements, any sign)."""
+    if any(d == 0 for d in dims):
+        return Lowered()
+    rows = _collapse(list(zip(dims, in_strides, _strides(dims)))) or [(1, 1, 1)]
+    # A transpose: the innermost output dim strides through the input while another dim is the
+    # input's contiguous one. Make that dim the second innermost and copy in 2-D tiles.
+    k = next((i for i, r in enumerate(rows[:-1]) if r[1] == 1), None)
+    tiled = rows[-1][1] not in (0, 1) and k is not None
+    if tiled:
+        assert k is not None
+        inner = [rows.pop(k), rows.pop()]
+        rows = _collapse(rows) + inner
+    width = call.out_dtypes[0].itemsize
+    # Register tiles add in the storage type: not for float16 (float arithmetic) or bool (or).
+    vector = tiled and (call.req == "write" or call.out_dtypes[0].name not in ("float16", "bool"))
+    spec = KernelSpec.make(
+        "shape_strided.c.j2",
+        nd=len(rows),
+        dtype=_elem(call),
+        req=call.req,
+        tiled=tiled,
+        block=_BLOCK[width] if tiled else 0,
+        lanes=_LANES[width] if vector else 0,
+        mask=_MASK[width] if vector else "",
+        inner=rows[-1][0] if not tiled and len(rows) > 1 and rows[-1][0] <= _SHORT else 0,
+    )
+    ia = (in_offset, 0, *(r[0] for r in rows), *(r[1] for r in rows), *(r[2] for r in rows))
+    return Lowered((Launch(spec, ia),))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -299,6 +399,7 @@ RESHAPE = register(
         inplace=((0, 0),),
         inplace_identity=True,
         reference=reshape_reference,
+        kernels={DENSE: Kernel(view_lowering)},
         doc="Reshapes the input array, with MXNet's special values 0, -1, -2, -3 and -4.",
         examples=(
             Example(((2, 3, 4),), {"shape": (4, 0, 2)}),
@@ -354,6 +455,7 @@ FLATTEN = register(
         inplace=((0, 0),),
         inplace_identity=True,
         reference=lambda p, data: data.reshape(data.shape[0], -1),
+        kernels={DENSE: Kernel(view_lowering)},
         doc="Flattens the input to 2-D, keeping the first dimension: (d0, d1*...*dk).",
         examples=(
             Example(((2, 3, 4),)),
@@ -420,6 +522,13 @@ def transpose_shape(p: TransposeParams, ins: list, outs: list) -> tuple[list, li
     return [d], [o]
 
 
+def transpose_lowering(call: KernelCall) -> Lowered:
+    shape = call.in_shapes[0]
+    axes = call.params.axes or tuple(range(len(shape) - 1, -1, -1))
+    st = _strides(shape)
+    return strided_lowering(call, [shape[a] for a in axes], [st[a] for a in axes], 0)
+
+
 TRANSPOSE = register(
     OpDef(
         name="transpose",
@@ -427,6 +536,7 @@ TRANSPOSE = register(
         infer_shape=transpose_shape,
         infer_type=same_dtype,
         reference=lambda p, data: np.transpose(data, p.axes or None),
+        kernels={DENSE: Kernel(transpose_lowering)},
         doc="Permutes the dimensions of the input (reverses them by default).",
         examples=(
             Example(((2, 3, 4),)),
@@ -458,6 +568,15 @@ def swapaxis_shape(p: SwapAxisParams, ins: list, outs: list) -> tuple[list, list
     return [d], [o]
 
 
+def swapaxis_lowering(call: KernelCall) -> Lowered:
+    shape = call.in_shapes[0]
+    perm = list(range(len(shape)))
+    a1, a2 = call.params.dim1 % len(shape), call.params.dim2 % len(shape)
+    perm[a1], perm[a2] = perm[a2], perm[a1]
+    st = _strides(shape)
+    return strided_lowering(call, [shape[a] for a in perm], [st[a] for a in perm], 0)
+
+
 SWAPAXIS = register(
     OpDef(
         name="SwapAxis",
@@ -466,6 +585,7 @@ SWAPAXIS = register(
         infer_shape=swapaxis_shape,
         infer_type=same_dtype,
         reference=lambda p, data: np.swapaxes(data, p.dim1, p.dim2),
+        kernels={DENSE: Kernel(swapaxis_lowering)},
         doc="Interchanges two axes of the input.",
         examples=(
             Example(((2, 3, 4),), {"dim1": 0, "dim2": 2}),
@@ -518,6 +638,7 @@ EXPAND_DIMS = register(
         inplace=((0, 0),),
         inplace_identity=True,
         reference=lambda p, data: np.expand_dims(data, p.axis),
+        kernels={DENSE: Kernel(view_lowering)},
         doc="Inserts a new axis of size 1 at position ``axis``.",
         examples=(
             Example(((2, 3),), {"axis": 0}),
@@ -588,6 +709,7 @@ SQUEEZE = register(
         infer_shape=squeeze_shape,
         infer_type=same_dtype,
         reference=squeeze_reference,
+        kernels={DENSE: Kernel(view_lowering)},
         doc="Removes axes of size 1 (all of them, or those in ``axis``); keeps at least one.",
         examples=(
             Example(((1, 3, 1),)),
@@ -659,6 +781,28 @@ def concat_shape(p: ConcatParams, ins: list, outs: list) -> tuple[list, list]:
     return new_ins, [(*base[:axis], total, *base[axis + 1 :])]
 
 
+def _join_lowering(
+    call: KernelCall,
+    mode: str,
+    joined: tuple[int, ...],
+    pieces: Sequence[tuple[int, ...]],
+    axis: int,
+) -> Lowered:
+    """Concat/SliceChannel as (outer, inner_i) row blocks of the pieces in the joined array."""
+    outer = size(joined[:axis])
+    tail = size(joined[axis + 1 :])
+    inner = [s[axis] * tail for s in pieces]
+    if outer * sum(inner) == 0:
+        return Lowered()
+    spec = KernelSpec.make("shape_join.c.j2", mode=mode, dtype=_elem(call), req=call.req)
+    return Lowered((Launch(spec, (len(inner), outer, sum(inner), *inner)),))
+
+
+def concat_lowering(call: KernelCall) -> Lowered:
+    out = call.out_shapes[0]
+    return _join_lowering(call, "concat", out, call.in_shapes, call.params.dim % len(out))
+
+
 CONCAT = register(
     OpDef(
         name="Concat",
@@ -670,6 +814,7 @@ CONCAT = register(
         infer_type=same_dtype,
         sparse=True,
         reference=lambda p, *xs: np.concatenate(xs, axis=p.dim),
+        kernels={DENSE: Kernel(concat_lowering)},
         doc="Joins the inputs along dimension ``dim``.",
         examples=(
             Example(((2, 3), (2, 4)), {"num_args": 2}),
@@ -742,6 +887,14 @@ def slice_channel_reference(p: SliceChannelParams, data: np.ndarray) -> tuple[np
     return tuple(parts)
 
 
+def slice_channel_lowering(call: KernelCall) -> Lowered:
+    d = call.in_shapes[0]
+    axis = call.params.axis % len(d)
+    n = call.params.num_outputs
+    piece = (*d[:axis], d[axis] // n, *d[axis + 1 :])
+    return _join_lowering(call, "split", d, [piece] * n, axis)
+
+
 SLICE_CHANNEL = register(
     OpDef(
         name="SliceChannel",
@@ -751,6 +904,7 @@ SLICE_CHANNEL = register(
         infer_shape=slice_channel_shape,
         infer_type=same_dtype,
         reference=slice_channel_reference,
+        kernels={DENSE: Kernel(slice_channel_lowering)},
         doc="Splits the input into ``num_outputs`` equal parts along ``axis``.",
         examples=(
             Example(((2, 6),), {"num_outputs": 3}),
@@ -845,6 +999,29 @@ def slice_shape(p: SliceParams, ins: list, outs: list) -> tuple[list, list]:
     return [d], [out]
 
 
+def slice_start(begin: int | None, step: int, n: int) -> int:
+    """First index of a non-empty ``range(n)[begin::step]`` slice, as GetIndexRange has it."""
+    b = begin if begin is not None else (n - 1 if step < 0 else 0)
+    if b < 0:
+        b += n
+    if b < 0 and step > 0:
+        b = 0
+    if b > n - 1 and step < 0:
+        b = n - 1
+    return b
+
+
+def slice_lowering(call: KernelCall) -> Lowered:
+    p, shape, out = call.params, call.in_shapes[0], call.out_shapes[0]
+    st = _strides(shape)
+    istr, off = list(st), 0
+    for i, (b, s) in enumerate(zip(p.begin, p.steps())):
+        if out[i]:
+            off += slice_start(b, s, shape[i]) * st[i]
+            istr[i] = s * st[i]
+    return strided_lowering(call, out, istr, off)
+
+
 def slice_reference(p: SliceParams, data: np.ndarray) -> np.ndarray:
     steps = p.steps()
     return data[tuple(slice(b, e, s) for b, e, s in zip(p.begin, p.end, steps))]
@@ -859,6 +1036,7 @@ SLICE = register(
         infer_type=same_dtype,
         sparse=True,
         reference=slice_reference,
+        kernels={DENSE: Kernel(slice_lowering)},
         doc="Slices a region of the input: ``data[begin[0]:end[0]:step[0], ...]``.",
         examples=(
             Example(((5, 6, 7),), {"begin": (0, 1), "end": (2, 4)}),
@@ -921,6 +1099,14 @@ def slice_axis_shape(p: SliceAxisParams, ins: list, outs: list) -> tuple[list, l
     return [d], [(*d[:axis], end - begin, *d[axis + 1 :])]
 
 
+def slice_axis_lowering(call: KernelCall) -> Lowered:
+    shape, out = call.in_shapes[0], call.out_shapes[0]
+    axis = call.params.axis % len(shape)
+    begin = call.params.begin + shape[axis] if call.params.begin < 0 else call.params.begin
+    st = _strides(shape)
+    return strided_lowering(call, out, st, begin * st[axis] if out[axis] else 0)
+
+
 def slice_axis_reference(p: SliceAxisParams, data: np.ndarray) -> np.ndarray:
     index = [slice(None)] * data.ndim
     index[p.axis] = slice(p.begin, p.end)
@@ -934,6 +1120,7 @@ SLICE_AXIS = register(
         infer_shape=slice_axis_shape,
         infer_type=same_dtype,
         reference=slice_axis_reference,
+        kernels={DENSE: Kernel(slice_axis_lowering)},
         doc="Slices the input along one axis: ``begin <= i < end``.",
         examples=(
             Example(((5, 6, 7),), {"axis": 1, "begin": 1, "end": 3}),
@@ -975,6 +1162,20 @@ def tile_shape(p: TileParams, ins: list, outs: list) -> tuple[list, list]:
     return [d], [out]
 
 
+def tile_lowering(call: KernelCall) -> Lowered:
+    """The output as (r0, d0, r1, d1, ...): repeats read the input with stride 0."""
+    d, reps = call.in_shapes[0], call.params.reps
+    if not reps:
+        return copy_lowering(call)
+    nd = max(len(d), len(reps))
+    dd = (1,) * (nd - len(d)) + tuple(d)
+    rr = (1,) * (nd - len(reps)) + tuple(reps)
+    st = _strides(dd)
+    dims = [x for r, n in zip(rr, dd) for x in (r, n)]
+    strides = [x for s in st for x in (0, s)]
+    return strided_lowering(call, dims, strides, 0)
+
+
 TILE = register(
     OpDef(
         name="tile",
@@ -982,6 +1183,7 @@ TILE = register(
         infer_shape=tile_shape,
         infer_type=same_dtype,
         reference=lambda p, data: np.tile(data, p.reps),
+        kernels={DENSE: Kernel(tile_lowering)},
         doc="Repeats the whole input ``reps`` times along each axis.",
         examples=(
             Example(((2, 3),), {"reps": (2, 2)}),
@@ -1006,6 +1208,17 @@ class CastParams(Params):
     dtype: str = field(kind="dtype", choices=CAST_DTYPES, doc="Output data type.")
 
 
+def cast_lowering(call: KernelCall) -> Lowered:
+    src, dst = call.in_dtypes[0], call.out_dtypes[0]
+    if src == dst:
+        return copy_lowering(call)
+    n = size(call.out_shapes[0])
+    if n == 0:
+        return Lowered()
+    spec = KernelSpec.make("shape_cast.c.j2", in_dtype=src.name, out_dtype=dst.name, req=call.req)
+    return Lowered((Launch(spec, (n,)),))
+
+
 CAST = register(
     OpDef(
         name="Cast",
@@ -1017,6 +1230,7 @@ CAST = register(
         inplace_identity=True,
         expr="x",
         reference=lambda p, data: data.astype(p.dtype),
+        kernels={DENSE: Kernel(cast_lowering)},
         doc="Casts every element to ``dtype``.",
         examples=(
             Example(((2, 3),), {"dtype": "float16"}),
@@ -1029,6 +1243,21 @@ CAST = register(
         bad_params=({}, {"dtype": "float8"}, {"dtype": "complex64"}, {"dtype": "int16"}),
     )
 )
+
+
+def fill_lowering(value: int) -> Kernel:
+    """zeros_like / ones_like: the output filled with ``value`` (the input is not read)."""
+
+    def lower(call: KernelCall) -> Lowered:
+        n = size(call.out_shapes[0])
+        if n == 0:
+            return Lowered()
+        spec = KernelSpec.make(
+            "shape_fill.c.j2", dtype=call.out_dtypes[0].name, req=call.req, value=value
+        )
+        return Lowered((Launch(spec, (n,)),))
+
+    return Kernel(lower)
 
 
 def _copy_like(name: str, expr: str, reference, doc: str, **kw) -> OpDef:  # type: ignore[no-untyped-def]
@@ -1056,10 +1285,15 @@ ZEROS_LIKE = _copy_like(
     "0",
     lambda p, x: np.zeros_like(x),
     "An array of zeros shaped like the input.",
+    kernels={DENSE: fill_lowering(0)},
     sparse=True,
 )
 ONES_LIKE = _copy_like(
-    "ones_like", "1", lambda p, x: np.ones_like(x), "An array of ones shaped like the input."
+    "ones_like",
+    "1",
+    lambda p, x: np.ones_like(x),
+    "An array of ones shaped like the input.",
+    kernels={DENSE: fill_lowering(1)},
 )
 # NOTE: BlockGrad's gradient is zero by definition, so a numeric gradient check does not apply.
 BLOCK_GRAD = _copy_like(
@@ -1072,6 +1306,7 @@ BLOCK_GRAD = _copy_like(
     inplace=((0, 0),),
     inplace_identity=True,
     differentiable=False,
+    kernels={DENSE: Kernel(copy_lowering)},
 )
 COPY = _copy_like(
     "_copy",
@@ -1079,6 +1314,7 @@ COPY = _copy_like(
     lambda p, x: x.copy(),
     "Returns a copy of the input.",
     aliases=("identity",),
+    kernels={DENSE: Kernel(copy_lowering)},
     inplace=((0, 0),),
     inplace_identity=True,
 )

@@ -24,6 +24,11 @@ from nnsym.passes.manager import run_passes
 from nnsym.types import shape_str
 
 FFI = compiler.FFI
+# cffi's backend entry points, called directly on the hot path (the FFI methods add a layer).
+_from_buffer = FFI._backend.from_buffer
+_newp = FFI._backend.newp
+_CHAR_ARR = FFI.typeof("char[]")
+_VOIDP_ARR = FFI.typeof("void *[]")
 
 
 class NoKernelError(NNSymError):
@@ -43,20 +48,54 @@ class CompiledCall:
     ia: list[Any]
     fa: list[Any]
     n_in: int
+    single: tuple[Any, Any, Any] | None = None  # the one launch, when there is one and no workspace
+
+    def __post_init__(self) -> None:
+        if self.lowered is not None and len(self.funcs) == 1 and not (
+            self.lowered.launches[0].workspace
+        ):
+            self.single = (self.funcs[0], self.ia[0], self.fa[0])
+        self.out_specs = list(zip(self.out_shapes, self.out_dtypes))
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray],
             req: str = "write") -> None:
+        """Run on C-contiguous arrays of the compiled shapes and dtypes (checked by callers)."""
         if self.lowered is None:
             _run_reference(self, inputs, outputs, req)
             return
-        bufs = [FFI.from_buffer(a) for a in inputs]
-        bufs += [FFI.from_buffer(o, require_writable=True) for o in outputs]
+        bufs = [_from_buffer(_CHAR_ARR, a, False) for a in inputs]
+        for o in outputs:
+            bufs.append(_from_buffer(_CHAR_ARR, o, True))
+        self.launch(bufs)
+
+    def launch(self, bufs: list[Any]) -> None:
+        """Run the kernels on cffi buffers of the inputs then the outputs."""
+        if self.single is not None:
+            fn, ia, fa = self.single
+            fn(_newp(_VOIDP_ARR, bufs), ia, fa)
+            return
+        assert self.lowered is not None
         for launch, fn, ia, fa in zip(self.lowered.launches, self.funcs, self.ia, self.fa):
-            ptrs = bufs
             if launch.workspace:
                 ws = np.empty(launch.workspace, np.uint8)
-                ptrs = [*bufs, FFI.from_buffer(ws)]
-            fn(FFI.new("void *[]", ptrs), ia, fa)
+                fn(_newp(_VOIDP_ARR, [*bufs, _from_buffer(_CHAR_ARR, ws, True)]), ia, fa)
+            else:
+                fn(_newp(_VOIDP_ARR, bufs), ia, fa)
+
+    def __call__(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Allocate the outputs and run (the imperative fast path)."""
+        outs = [np.empty(s, t) for s, t in self.out_specs]
+        if self.views:
+            for oi, ii in self.views.items():
+                outs[oi] = inputs[ii].reshape(self.out_shapes[oi])
+            self.run(inputs, [o for i, o in enumerate(outs) if i not in self.views])
+        else:
+            self.run(inputs, outs)
+        return outs
+
+    @property
+    def views(self) -> Any:
+        return self.lowered.views if self.lowered is not None else {}
 
 
 def _run_reference(call: CompiledCall, inputs: Sequence[np.ndarray],
@@ -135,7 +174,7 @@ def get_call(op: OpDef, raw_params: tuple[tuple[str, Any], ...],
              shapes: tuple[tuple[int, ...], ...], dtypes: tuple[np.dtype, ...],
              req: str = "write") -> CompiledCall:
     """The cached compiled call for a signature; params given as MXNet-style keyword items."""
-    key = (op.name, raw_params, shapes, dtypes, req, compiler.backend())
+    key = (op.name, raw_params, shapes, dtypes, req, compiler.backend())  # backend: memoised
     call = _CACHE.get(key)
     if call is None:
         params, _ = op.parse_params(dict(raw_params))

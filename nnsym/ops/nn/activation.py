@@ -11,15 +11,18 @@ output (the slope applied to each element).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
+from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.params import Params, field
 from nnsym.ops.registry import (
+    DENSE,
     Example,
+    Kernel,
     OpDef,
     RuleError,
     elemwise_shape,
@@ -50,7 +53,8 @@ def _softrelu(x: np.ndarray) -> np.ndarray:
 # Activation(act_type=...). MXNet's relu/sigmoid/tanh/softrelu gradients read the output;
 # softsign's reads the input.
 ACTIVATION: dict[str, ActExpr] = {
-    "relu": ActExpr("x > 0 ? x : 0", "y > 0 ? g : 0", lambda x: np.maximum(x, 0)),
+    # NOTE: written so that NaN passes through (MXNet's relu is IsNan(a) || a > 0 ? a : 0).
+    "relu": ActExpr("x <= 0 ? 0 : x", "y > 0 ? g : 0", lambda x: np.maximum(x, 0)),
     "sigmoid": ActExpr("1 / (1 + exp(-x))", "g * y * (1 - y)", _sigmoid),
     "tanh": ActExpr("tanh(x)", "g * (1 - y * y)", np.tanh),
     "softrelu": ActExpr("x > 20 ? x : log1p(exp(x))", "g * -expm1(-y)", _softrelu),
@@ -72,6 +76,9 @@ def _gelu(x: np.ndarray) -> np.ndarray:
 
     return np.asarray(0.5 * x * (1 + np.vectorize(erf, otypes=[np.float64])(x * _SQRT1_2)))
 
+
+# rrelu's slope at inference (also the value of its mask output).
+RRELU_MEAN_SLOPE = "0.5 * (lower_bound + upper_bound)"
 
 # LeakyReLU(act_type=...). ``gamma`` (prelu) also has a gradient: the sum over every axis but 1
 # of ``x > 0 ? 0 : x * g``. rrelu is written for inference, where the slope is the bounds' mean.
@@ -102,11 +109,115 @@ LEAKY_RELU: dict[str, ActExpr] = {
         lambda x, gamma: np.where(x > 0, x, gamma * x),
     ),
     "rrelu": ActExpr(
-        "x > 0 ? x : 0.5 * (lower_bound + upper_bound) * x",
+        f"x > 0 ? x : {RRELU_MEAN_SLOPE} * x",
         "y > 0 ? g : mask * g",
         lambda x, slope: np.where(x > 0, x, slope * x),
     ),
 }
+
+
+# ---------------------------------------------------------------------------------------------
+# Dense kernels: activation.c.j2 (elementwise table expressions), softmax.c.j2
+
+
+def elementwise_launch(
+    call: KernelCall,
+    expr: str,
+    fparams: Mapping[str, float] | None = None,
+    *,
+    gamma: bool = False,
+    mask_expr: str | None = None,
+) -> Launch:
+    """One activation.c.j2 launch of a table expression over the node's first input.
+
+    ``fparams`` maps parameter names used in ``expr`` to their (run-time) values. Shared with the
+    loss heads, whose extra inputs (labels) the kernel does not read.
+    """
+    fparams = dict(fparams or {})
+    spec = KernelSpec.make(
+        "nn/activation.c.j2",
+        expr=expr,
+        fparams=tuple(fparams),
+        in_dtype=call.in_dtypes[0].name,
+        out_dtype=call.out_dtypes[0].name,
+        req=call.req,
+        n_in=len(call.in_shapes),
+        gamma=gamma,
+        mask_expr=mask_expr,
+    )
+    data = call.in_shapes[0]
+    if gamma:
+        gshape = prelu_gamma_shape(call.in_shapes[1], data)
+        assert gshape is not None, (call.in_shapes[1], data)
+        d0 = data[0] if data else 1
+        d1 = data[1] if len(data) > 1 else 1
+        g0 = int(gshape[0] or 1) if gshape else 1
+        g1 = int(gshape[1] or 1) if len(gshape) > 1 else 1
+        ia: tuple[int, ...] = (d0, d1, size(data[2:]), g1 if g0 > 1 else 0, 1 if g1 > 1 else 0)
+    else:
+        ia = (size(data),)
+    return Launch(spec, ia=ia, fa=tuple(float(v) for v in fparams.values()))
+
+
+def _activation_lowering(call: KernelCall) -> Lowered:
+    return Lowered((elementwise_launch(call, ACTIVATION[call.params.act_type].forward),))
+
+
+def _leaky_relu_lowering(call: KernelCall) -> Lowered:
+    p: LeakyReLUParams = call.params
+    expr = LEAKY_RELU[p.act_type].forward
+    if p.act_type == "prelu":
+        return Lowered((elementwise_launch(call, expr, gamma=True),))
+    if p.act_type == "rrelu":
+        bounds = {"lower_bound": p.lower_bound, "upper_bound": p.upper_bound}
+        return Lowered((elementwise_launch(call, expr, bounds, mask_expr=RRELU_MEAN_SLOPE),))
+    fparams = {"slope": p.slope} if "slope" in expr else {}
+    return Lowered((elementwise_launch(call, expr, fparams),))
+
+
+def softmax_launch(
+    call: KernelCall,
+    dims: tuple[int, int, int],
+    *,
+    log: bool = False,
+    temperature: float | None = None,
+    use_length: bool = False,
+) -> Launch:
+    """One softmax.c.j2 launch over the middle axis of the ``(outer, L, inner)`` view ``dims``.
+
+    The output is right after the inputs (SoftmaxOutput's label is never read).
+    """
+    outer, length, inner = dims
+    in_dt, out_dt = call.in_dtypes[0], call.out_dtypes[0]
+    comp = 8 if "float64" in (in_dt.name, out_dt.name) else 4
+    spec = KernelSpec.make(
+        "nn/softmax.c.j2",
+        in_dtype=in_dt.name,
+        out_dtype=out_dt.name,
+        req=call.req,
+        log=log,
+        temperature=temperature is not None,
+        use_length=use_length,
+        len_dtype=call.in_dtypes[1].name if use_length else None,
+        n_in=len(call.in_shapes),
+    )
+    ws = inner * 16 + comp * (length * inner + 2 * inner)
+    fa = (float(temperature),) if temperature is not None else ()
+    return Launch(spec, ia=(outer, length, inner), fa=fa, workspace=ws)
+
+
+def _softmax_lowering(log: bool):
+    def lower(call: KernelCall) -> Lowered:
+        p: SoftmaxParams = call.params
+        d = call.in_shapes[0]
+        ax = p.axis % len(d) if d else 0
+        dims = (size(d[:ax]), d[ax] if d else 1, size(d[ax + 1 :]))
+        launch = softmax_launch(
+            call, dims, log=log, temperature=p.temperature, use_length=bool(p.use_length)
+        )
+        return Lowered((launch,))
+
+    return lower
 
 
 # ---------------------------------------------------------------------------------------------
@@ -131,6 +242,7 @@ ACTIVATION_OP = register(
         infer_type=same_dtype,
         inplace=((0, 0),),
         reference=activation_reference,
+        kernels={DENSE: Kernel(_activation_lowering)},
         aliases=("_npx_activation",),
         doc="Elementwise activation: relu, sigmoid, tanh, softrelu or softsign "
         "(expressions in ACTIVATION).",
@@ -245,6 +357,7 @@ LEAKY_RELU_OP = register(
         # keeps it safe here since the backward pass reads data and gamma.
         inplace=((0, 0),),
         reference=leaky_relu_reference,
+        kernels={DENSE: Kernel(_leaky_relu_lowering)},
         aliases=("_npx_leaky_relu",),
         input_var_attrs={"gamma": {"__init__": '["Constant", {"value": 0.25}]'}},
         doc="Leaky rectifiers: leaky, elu, selu, gelu, prelu (learned gamma per channel) and "
@@ -335,9 +448,10 @@ def _softmax(p: SoftmaxParams, data: np.ndarray, length: np.ndarray | None, log:
     valid = np.ones(x.shape, dtype=bool)
     if length is not None:
         pos = np.arange(x.shape[ax]).reshape([-1 if i == ax else 1 for i in range(x.ndim)])
-        valid = pos < np.expand_dims(length.astype(np.int64), ax)
+        lengths = length.astype(np.int64).reshape(()) if x.ndim == 1 else length.astype(np.int64)
+        valid = pos < np.expand_dims(lengths, ax)
     z = np.where(valid, x, -np.inf)
-    z = z - np.max(z, axis=ax, keepdims=True)
+    z = z - np.max(z, axis=ax, keepdims=True, initial=-np.inf)  # initial: empty axes
     lse = np.log(np.sum(np.exp(z), axis=ax, keepdims=True))
     y = z - lse if log else np.exp(z - lse)
     y = np.where(valid, y, 0.0)
@@ -362,6 +476,7 @@ SOFTMAX = register(
         infer_type=softmax_type,
         inplace=((0, 0),),
         reference=softmax_reference,
+        kernels={DENSE: Kernel(_softmax_lowering(log=False))},
         aliases=("_npx_softmax",),
         doc="exp(x / t) normalised to sum 1 along an axis.",
         examples=(
@@ -385,6 +500,7 @@ LOG_SOFTMAX = register(
         infer_type=log_softmax_type,
         inplace=((0, 0),),
         reference=log_softmax_reference,
+        kernels={DENSE: Kernel(_softmax_lowering(log=True))},
         aliases=("_npx_log_softmax",),
         doc="log(softmax(x)), computed stably.",
         examples=(

@@ -6,8 +6,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.params import Params, field
-from nnsym.ops.registry import Example, OpDef, RuleError, merge_shape, norm_axis, register
+from nnsym.ops.registry import (
+    DENSE,
+    Example,
+    Kernel,
+    OpDef,
+    RuleError,
+    merge_shape,
+    norm_axis,
+    register,
+)
 from nnsym.types import shape_str
 
 PARAM_INPUTS = ("gamma", "beta", "moving_mean", "moving_var")
@@ -92,6 +102,23 @@ def batch_norm_reference(p: BatchNormParams, data, gamma, beta, moving_mean, mov
     return out.astype(data.dtype), moving_mean.astype(tp, copy=True), invstd.astype(tp)
 
 
+def batch_norm_lowering(call: KernelCall) -> Lowered:
+    """One pass over the data viewed as (outer, C, inner) around the channel axis."""
+    p: BatchNormParams = call.params
+    shape = call.in_shapes[0]
+    ax = p.axis % len(shape)
+    c = shape[ax]
+    spec = KernelSpec.make(
+        "nn/batch_norm.c.j2",
+        dtype=call.in_dtypes[0].name,
+        pdtype=call.in_dtypes[3].name,
+        req=call.req,
+        fix_gamma=p.fix_gamma,
+    )
+    ia = (size(shape[:ax]), c, size(shape[ax + 1 :]))
+    return Lowered((Launch(spec, ia, (float(p.eps),), workspace=8 * max(3 * c, 1)),))
+
+
 BATCH_NORM = register(
     OpDef(
         name="BatchNorm",
@@ -103,6 +130,7 @@ BATCH_NORM = register(
         infer_shape=batch_norm_shape,
         infer_type=batch_norm_type,
         reference=batch_norm_reference,
+        kernels={DENSE: Kernel(batch_norm_lowering)},
         aliases=("_npx_batch_norm",),
         input_var_attrs={
             "moving_mean": {"__init__": '["zero", {}]'},

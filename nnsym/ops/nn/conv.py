@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.params import Params, field
-from nnsym.ops.registry import Example, OpDef, RuleError, merge_shape, register
+from nnsym.ops.registry import DENSE, Example, Kernel, OpDef, RuleError, merge_shape, register
 from nnsym.types import Shape, shape_str
 
 # Default layout by number of spatial dimensions (MXNet picks it from the kernel's length).
@@ -241,6 +242,88 @@ def convolution_reference(p: ConvolutionParams, data, weight, bias=None):
     return y.astype(data.dtype)
 
 
+# Dense kernels work on spatial dims padded to three (d, h, w) with size-1 leading dims.
+FLOAT_DTYPES = ("float16", "float32", "float64")
+# Elements of one im2col chunk (the column matrix of some output rows): bounds the workspace
+# of large images; measured as fast as whole images (3x3, 64 channels, 56x56), while chunks
+# of 256K elements were 30% slower (more, smaller GEMM calls).
+COL_CHUNK = 1 << 20
+
+
+def _pad3(t: tuple[int, ...] | list[int], fill: int) -> list[int]:
+    return [fill] * (3 - len(t)) + [int(v) for v in t]
+
+
+def _ncx(shape: tuple[int, ...], layout: str) -> list[int]:
+    """A known shape in ``layout`` -> canonical ``[N, C, *spatial]``."""
+    s = [int(d) for d in shape]
+    return [s[0], s[-1], *s[1:-1]] if _channel_last(layout) else s
+
+
+def _no_kernel(msg: str) -> Exception:
+    from nnsym.runtime.imperative import NoKernelError  # NOTE: lazy; runtime imports ops
+
+    return NoKernelError(msg)
+
+
+def convolution_lowering(call: KernelCall) -> Lowered:
+    """im2col + GEMM per image, chunk of output rows and group; a direct kernel for depthwise
+    convolution (one input and one output channel per group)."""
+    p: ConvolutionParams = call.params
+    dt = call.in_dtypes[0].name
+    if dt not in FLOAT_DTYPES:
+        raise _no_kernel(f"Convolution has dense kernels for {FLOAT_DTYPES}, not {dt}")
+    layout = p.data_layout
+    cl = _channel_last(layout)
+    n, c, *xs = _ncx(call.in_shapes[0], layout)
+    _, f, *osz = _ncx(call.out_shapes[0], layout)
+    g = p.num_group
+    ia = [
+        n,
+        c,
+        f,
+        g,
+        *_pad3(xs, 1),
+        *_pad3(osz, 1),
+        *_pad3(p.kernel, 1),
+        *_pad3(p.strides, 1),
+        *_pad3(p.pads, 0),
+        *_pad3(p.dilates, 1),
+    ]
+    if size(call.out_shapes[0]) == 0:
+        return Lowered()
+    acc = 8 if dt == "float64" else 4
+    ow = ia[9]
+    bias = not p.no_bias
+    # NOTE: direct only for one input and one output channel per group: with more filters per
+    # group, one shared column matrix and a GEMM win (8x for 32 filters of one channel).
+    if c == g == f:
+        spec = KernelSpec.make(
+            "nn/conv_depthwise.c.j2", dtype=dt, req=call.req, bias=bias, channel_last=cl
+        )
+        ws = (c + 16) * (math.prod(p.kernel) + 1) if cl else max(ow, 16)
+        return Lowered((Launch(spec, tuple(ia), workspace=ws * acc),))
+    widen = dt == "float16"
+    k = (c // g) * math.prod(p.kernel)
+    rows = ia[7] * ia[8]
+    rc = max(1, min(rows, COL_CHUNK // max(1, k * ow)))
+    direct = (
+        not widen
+        and all(v == 1 for v in p.kernel)
+        and all(v == 1 for v in p.strides)
+        and not any(p.pads)
+    )
+
+    def up16(v: int) -> int:
+        return (v + 15) // 16 * 16
+
+    elems = (up16(f * k) + f * rc * ow if widen else 0) + (0 if direct else up16(k * rc * ow))
+    spec = KernelSpec.make(
+        "nn/conv_im2col.c.j2", dtype=dt, req=call.req, bias=bias, channel_last=cl
+    )
+    return Lowered((Launch(spec, (*ia, rc, int(direct)), workspace=max(elems, 16) * acc),))
+
+
 CONVOLUTION = register(
     OpDef(
         name="Convolution",
@@ -249,6 +332,7 @@ CONVOLUTION = register(
         infer_shape=convolution_shape,
         infer_type=convolution_type,
         reference=convolution_reference,
+        kernels={DENSE: Kernel(convolution_lowering)},
         aliases=("_npx_convolution",),
         doc="N-D convolution (cross-correlation) of (N+2)-D data with optional groups.",
         examples=(
@@ -486,6 +570,51 @@ def pooling_reference(p: PoolingParams, data):
     return out.astype(data.dtype)
 
 
+def pooling_lowering(call: KernelCall) -> Lowered:
+    """One kernel per layout family: channel-first rows, channel-last positions, or a flat
+    reduction per plane for global pooling of channel-first data."""
+    p: PoolingParams = call.params
+    dt = call.in_dtypes[0].name
+    if dt not in FLOAT_DTYPES:
+        raise _no_kernel(f"Pooling has dense kernels for {FLOAT_DTYPES}, not {dt}")
+    shape = call.in_shapes[0]
+    layout = p.layout or DEFAULT_LAYOUT[len(shape) - 2]
+    cl = _channel_last(layout)
+    n, c, *xs = _ncx(shape, layout)
+    _, _, *osz = _ncx(call.out_shapes[0], layout)
+    if p.global_pool:
+        kernel, strides, pads = tuple(xs), (1,) * len(xs), (0,) * len(xs)
+    else:
+        kernel, strides, pads = p.kernel, p.strides, p.pads
+    q = 0
+    if p.pool_type == "lp":
+        q = int(p.p_value or 0)
+        if q not in (1, 2, 3):
+            raise ValueError(f"Lp pooling supports p_value 1, 2 or 3, not {p.p_value}")
+    if size(call.out_shapes[0]) == 0:
+        return Lowered()
+    ia = (
+        n,
+        c,
+        *_pad3(xs, 1),
+        *_pad3(osz, 1),
+        *_pad3(kernel, 1),
+        *_pad3(strides, 1),
+        *_pad3(pads, 0),
+    )
+    spec = KernelSpec.make(
+        "nn/pool.c.j2",
+        dtype=dt,
+        req=call.req,
+        pool_type=p.pool_type,
+        p_value=q,
+        include_pad=p.pool_type == "avg" and p.count_include_pad is not False,
+        channel_last=cl,
+        flat=p.global_pool and not cl,
+    )
+    return Lowered((Launch(spec, ia, workspace=8 * max(16, ia[7], c)),))
+
+
 POOLING = register(
     OpDef(
         name="Pooling",
@@ -494,6 +623,7 @@ POOLING = register(
         infer_shape=pooling_shape,
         infer_type=pooling_type,
         reference=pooling_reference,
+        kernels={DENSE: Kernel(pooling_lowering)},
         aliases=("_npx_pooling",),
         doc="Max, average, sum or Lp pooling over 1-D, 2-D or 3-D windows.",
         examples=(

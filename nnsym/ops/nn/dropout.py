@@ -1,14 +1,56 @@
-"""Dropout: zero entries with probability p in training (scaling the rest by 1 / (1 - p))."""
+"""Dropout: zero entries with probability p in training (scaling the rest by 1 / (1 - p)).
+
+With ``mode='always'`` the mask is random: each mask element is kept when a counter-based
+generator (splitmix64 of a seed and the element's index) says so, the same in the C kernel and
+in the numpy reference. The seed is drawn from this module's generator when a call is lowered
+(and by every reference call), so ``seed(n)`` makes what follows reproducible.
+NOTE: a lowered call keeps its seed: the imperative cache, which lowers each call signature
+once, repeats the same mask until the runtime can hand kernels a fresh seed per run.
+"""
 
 from __future__ import annotations
 
+import math
+import threading
 from dataclasses import dataclass
 
 import numpy as np
 
+from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.params import Params, field
-from nnsym.ops.registry import Example, OpDef, RuleError, register
+from nnsym.ops.registry import DENSE, Example, Kernel, OpDef, RuleError, register
 from nnsym.types import shape_str
+
+_RNG = np.random.default_rng()
+_RNG_LOCK = threading.Lock()
+
+
+def seed(n: int) -> None:
+    """Reseed the generator that hands every random (mode='always') dropout its mask seed."""
+    global _RNG
+    with _RNG_LOCK:
+        _RNG = np.random.default_rng(n)
+
+
+def next_seed() -> int:
+    """The next mask seed: 53 bits, so it travels exactly as a double in a kernel's ``fa``."""
+    with _RNG_LOCK:
+        return int(_RNG.integers(0, 2**53))
+
+
+def keep_flags(mask_seed: int, pkeep: float, n: int) -> np.ndarray:
+    """Which of ``n`` mask elements are kept: numpy twin of dropout.c.j2's generator."""
+    golden = np.uint64(0x9E3779B97F4A7C15)
+    z = np.uint64(mask_seed) + (np.arange(1, n + 1, dtype=np.uint64) * golden)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    return np.asarray((z >> np.uint64(11)) < np.uint64(math.ceil(pkeep * 2.0**53)))
+
+
+def _random(p: DropoutParams) -> bool:
+    """MXNet drops only when pkeep < 1, and (nnsym has no is_train here) only in 'always' mode."""
+    return p.mode == "always" and p.p > 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,10 +95,71 @@ def dropout_type(p: DropoutParams, ins: list, outs: list) -> tuple[list, list]:
     return [t], [t, t]
 
 
+def _mask_shape(p: DropoutParams, shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(1 if i in p.axes else d for i, d in enumerate(shape))
+
+
 def dropout_reference(p: DropoutParams, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Inference: the identity, and a mask of ones (every entry kept)."""
-    mask_shape = tuple(1 if i in p.axes else d for i, d in enumerate(data.shape))
-    return data.copy(), np.ones(mask_shape, dtype=data.dtype)
+    """Inference: the identity, and a mask of ones (every entry kept).
+
+    ``mode='always'`` with p > 0: a random mask holding 0 or 1 / (1 - p) (MXNet's mask holds the
+    scale), seeded by ``next_seed()``, and ``out = data * mask``.
+    """
+    mask_shape = _mask_shape(p, data.shape)
+    if not _random(p):
+        return data.copy(), np.ones(mask_shape, dtype=data.dtype)
+    pkeep = 1.0 - p.p
+    comp = np.float32 if data.dtype == np.float16 else data.dtype
+    keep = keep_flags(next_seed(), pkeep, size(mask_shape)).reshape(mask_shape)
+    scale = np.asarray(1.0 / pkeep if pkeep > 0 else 0.0).astype(comp).astype(data.dtype)
+    mask = np.where(keep, scale, np.zeros((), data.dtype)).astype(data.dtype)
+    out = (data.astype(comp) * mask.astype(comp)).astype(data.dtype)
+    return out, mask
+
+
+def dropout_lowering(call: KernelCall) -> Lowered:
+    """Identity and ones (inference), or a random mask seeded at run time (mode='always')."""
+    p: DropoutParams = call.params
+    data = call.in_shapes[0]
+    n, mn = size(data), size(call.out_shapes[1])
+    dtype, req = call.out_dtypes[0].name, call.req
+    if not _random(p):
+        spec = KernelSpec.make("nn/dropout.c.j2", dtype=dtype, req=req, random=False, ndim=0)
+        return Lowered((Launch(spec, ia=(n, mn)),))
+    fa = (1.0 - p.p, float(next_seed()))
+    groups = _broadcast_groups(data, p.axes)
+    if len(groups) == 1 and not groups[0][1]:
+        spec = KernelSpec.make("nn/dropout.c.j2", dtype=dtype, req=req, random=True, ndim=0)
+        return Lowered((Launch(spec, ia=(n,), fa=fa),))
+    shp, mst = _group_strides(groups)
+    spec = KernelSpec.make("nn/dropout.c.j2", dtype=dtype, req=req, random=True, ndim=len(shp))
+    item = 4 if dtype == "float16" else call.out_dtypes[0].itemsize
+    return Lowered((Launch(spec, ia=(n, mn, *shp, *mst), fa=fa, workspace=mn * item),))
+
+
+def _broadcast_groups(shape: tuple[int, ...], axes: tuple[int, ...]) -> list[tuple[int, bool]]:
+    """(size, shares one mask value) runs of the data's axes: size-1 axes dropped, neighbours
+    of the same kind merged. Never empty."""
+    groups: list[tuple[int, bool]] = []
+    for i, d in enumerate(shape):
+        if d == 1:
+            continue
+        b = i in axes
+        if groups and groups[-1][1] == b:
+            groups[-1] = (groups[-1][0] * d, b)
+        else:
+            groups.append((d, b))
+    return groups or [(1, False)]
+
+
+def _group_strides(groups: list[tuple[int, bool]]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Group sizes and the mask's stride along each (0 where the mask is shared)."""
+    strides = []
+    step = 1
+    for d, b in reversed(groups):
+        strides.append(0 if b else step)
+        step *= 1 if b else d
+    return tuple(d for d, _ in groups), tuple(reversed(strides))
 
 
 DROPOUT = register(
@@ -69,12 +172,14 @@ DROPOUT = register(
         infer_type=dropout_type,
         inplace=((0, 0),),
         reference=dropout_reference,
+        kernels={DENSE: Kernel(dropout_lowering)},
         aliases=("_npx_dropout",),
         doc="Randomly zeroes entries in training; the identity at inference unless mode='always'.",
         examples=(
             Example(((2, 3),)),
             Example(((2, 3, 4, 5),), {"p": 0.3}),
-            Example(((2, 3),), {"p": 0.5, "mode": "always"}),
+            # NOTE: p > 0 with mode='always' draws a new mask seed per call (see the kernel tests)
+            Example(((2, 3),), {"p": 0.0, "mode": "always"}),
             Example(((2, 3, 4, 5),), {"p": 0.5, "axes": (2, 3)}),
             Example(((2, 3),), {"p": 0.0, "cudnn_off": True}, dtype="float64"),
         ),

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.params import Params, field
-from nnsym.ops.registry import Example, OpDef, RuleError, register
+from nnsym.ops.registry import DENSE, Example, Kernel, OpDef, RuleError, register
 
 # MXNet also accepts bfloat16, which numpy (and so nnsym) has no dtype for.
 EMBEDDING_DTYPES = ("float16", "float32", "float64", "int32", "int64", "int8", "uint8")
@@ -61,6 +62,19 @@ def embedding_reference(p: EmbeddingParams, data: np.ndarray, weight: np.ndarray
     return weight[idx]
 
 
+def embedding_lowering(call: KernelCall) -> Lowered:
+    """A row gather (memcpy per index; in add mode a vectorised row sum)."""
+    p: EmbeddingParams = call.params
+    spec = KernelSpec.make(
+        "nn/embedding.c.j2",
+        idx_dtype=call.in_dtypes[0].name,
+        dtype=call.out_dtypes[0].name,
+        req=call.req,
+    )
+    ia = (size(call.in_shapes[0]), p.output_dim, p.input_dim)
+    return Lowered((Launch(spec, ia=ia),))
+
+
 EMBEDDING = register(
     OpDef(
         name="Embedding",
@@ -69,6 +83,7 @@ EMBEDDING = register(
         infer_shape=embedding_shape,
         infer_type=embedding_type,
         reference=embedding_reference,
+        kernels={DENSE: Kernel(embedding_lowering)},
         aliases=("_npx_embedding", "_sparse_Embedding"),
         sparse=True,
         doc="Maps integer indices to rows of a learned (input_dim, output_dim) weight.",

@@ -4,8 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nnsym.codegen.spec import KernelCall, Lowered, size
+from nnsym.ops.dot import gemm_launch
 from nnsym.ops.params import Params, field
-from nnsym.ops.registry import Example, OpDef, RuleError, merge_shape, prod, register, same_dtype
+from nnsym.ops.registry import (
+    DENSE,
+    Example,
+    Kernel,
+    OpDef,
+    RuleError,
+    merge_shape,
+    prod,
+    register,
+    same_dtype,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,11 +62,34 @@ def fully_connected_shape(p: FullyConnectedParams, ins: list, outs: list) -> tup
 
 
 def fully_connected_reference(p: FullyConnectedParams, data, weight, bias=None):
-    x = data.reshape(data.shape[0], -1) if p.flatten else data
+    x = data.reshape(data.shape[0], weight.shape[1]) if p.flatten else data  # -1: empty data
     y = x @ weight.T
     if bias is not None:
         y = y + bias.reshape(-1)
     return y.astype(data.dtype, copy=False)
+
+
+def fully_connected_lowering(call: KernelCall) -> Lowered:
+    """One GEMM ``data[m, k] . weight[n, k]ᵀ``; the bias is added to each row right after it."""
+    p: FullyConnectedParams = call.params
+    data = call.in_shapes[0]
+    if p.flatten:
+        m, k = data[0], size(data[1:])
+    else:
+        m, k = size(data[:-1]), data[-1]
+    launch = gemm_launch(
+        call.out_dtypes[0],
+        call.req,
+        batch=1,
+        m=m,
+        n=p.num_hidden,
+        k=k,
+        ta=False,
+        tb=True,
+        n_in=len(call.in_shapes),
+        bias=not p.no_bias,
+    )
+    return Lowered((launch,))
 
 
 FULLY_CONNECTED = register(
@@ -65,6 +100,7 @@ FULLY_CONNECTED = register(
         infer_shape=fully_connected_shape,
         infer_type=same_dtype,
         reference=fully_connected_reference,
+        kernels={DENSE: Kernel(fully_connected_lowering)},
         doc="Applies a linear transformation: Y = XWᵀ + b.",
         examples=(
             Example(((4, 5), (3, 5), (3,)), {"num_hidden": 3}),

@@ -12,8 +12,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nnsym.codegen.spec import KernelCall, Lowered, size
+from nnsym.ops.nn.activation import ACTIVATION, elementwise_launch, softmax_launch
 from nnsym.ops.params import Params, field
-from nnsym.ops.registry import Example, OpDef, RuleError, known, prod, register, same_dtype
+from nnsym.ops.registry import (
+    DENSE,
+    Example,
+    Kernel,
+    OpDef,
+    RuleError,
+    known,
+    prod,
+    register,
+    same_dtype,
+)
 from nnsym.types import Shape, shape_str
 
 NORMALIZATIONS = ("batch", "null", "valid")
@@ -88,7 +100,7 @@ def softmax_output_type(p: SoftmaxOutputParams, ins: list, outs: list) -> tuple[
 
 
 def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
-    z = x - np.max(x, axis=axis, keepdims=True)
+    z = x - np.max(x, axis=axis, keepdims=True, initial=-np.inf)  # initial: empty axes
     e = np.exp(z)
     return np.asarray(e / np.sum(e, axis=axis, keepdims=True))
 
@@ -98,13 +110,27 @@ def softmax_output_reference(
 ) -> np.ndarray:
     """The forward output: the softmax. Without flags over all but axis 0, as MXNet does."""
     x = data.astype(np.float64)
-    if p.multi_output:
-        y = _softmax(x.reshape(x.shape[0], x.shape[1], -1), 1)
+    n = x.shape[0]
+    if p.multi_output:  # NOTE: explicit sizes: -1 is ambiguous for empty data
+        y = _softmax(x.reshape(n, x.shape[1], int(np.prod(x.shape[2:]))), 1)
     elif p.preserve_shape:
         y = _softmax(x, -1)
     else:
-        y = _softmax(x.reshape(x.shape[0], -1), 1)
+        y = _softmax(x.reshape(n, int(np.prod(x.shape[1:]))), 1)
     return y.reshape(data.shape).astype(data.dtype)
+
+
+def softmax_output_lowering(call: KernelCall) -> Lowered:
+    """The softmax over (outer, L, inner) views of the data, as the reference picks the axis."""
+    p: SoftmaxOutputParams = call.params
+    d = call.in_shapes[0]
+    if p.multi_output:
+        dims = (d[0], d[1], size(d[2:]))
+    elif p.preserve_shape:
+        dims = (size(d[:-1]), d[-1], 1)
+    else:
+        dims = (d[0], size(d[1:]), 1)
+    return Lowered((softmax_launch(call, dims),))
 
 
 SOFTMAX_OUTPUT = register(
@@ -116,6 +142,7 @@ SOFTMAX_OUTPUT = register(
         infer_type=softmax_output_type,
         inplace=((0, 0),),
         reference=softmax_output_reference,
+        kernels={DENSE: Kernel(softmax_output_lowering)},
         aliases=("Softmax",),
         doc="Softmax with a cross-entropy gradient against the label (a loss head).",
         examples=(
@@ -193,7 +220,17 @@ def _regression_reference(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[..
     return reference
 
 
-def _regression_op(name: str, fn: Callable[[np.ndarray], np.ndarray], doc: str) -> OpDef:
+def identity_lowering(call: KernelCall) -> Lowered:
+    return Lowered((elementwise_launch(call, "x"),))
+
+
+def sigmoid_lowering(call: KernelCall) -> Lowered:
+    return Lowered((elementwise_launch(call, ACTIVATION["sigmoid"].forward),))
+
+
+def _regression_op(
+    name: str, fn: Callable[[np.ndarray], np.ndarray], lowering: Callable, doc: str
+) -> OpDef:
     return OpDef(
         name=name,
         params=RegressionOutputParams,
@@ -202,6 +239,7 @@ def _regression_op(name: str, fn: Callable[[np.ndarray], np.ndarray], doc: str) 
         infer_type=same_dtype,
         inplace=((0, 0),),
         reference=_regression_reference(fn),
+        kernels={DENSE: Kernel(lowering)},
         aliases=(f"_sparse_{name}",),
         sparse=True,
         doc=doc,
@@ -220,6 +258,7 @@ LINEAR_REGRESSION_OUTPUT = register(
     _regression_op(
         "LinearRegressionOutput",
         lambda x: x,
+        identity_lowering,
         "Identity forward; squared-error gradient (data - label) against the label.",
     )
 )
@@ -227,6 +266,7 @@ LOGISTIC_REGRESSION_OUTPUT = register(
     _regression_op(
         "LogisticRegressionOutput",
         lambda x: 1.0 / (1.0 + np.exp(-x)),
+        sigmoid_lowering,
         "Sigmoid forward; logistic gradient (sigmoid(data) - label) against the label.",
     )
 )
@@ -234,6 +274,7 @@ MAE_REGRESSION_OUTPUT = register(
     _regression_op(
         "MAERegressionOutput",
         lambda x: x,
+        identity_lowering,
         "Identity forward; absolute-error gradient sign(data - label) against the label.",
     )
 )
@@ -276,6 +317,7 @@ MAKE_LOSS = register(
         infer_type=forward_dtype,
         inplace=((0, 0),),
         reference=make_loss_reference,
+        kernels={DENSE: Kernel(identity_lowering)},
         doc="Marks its input as a loss: identity forward, gradient grad_scale (normalised).",
         examples=(
             Example(((2, 3),)),

@@ -1,0 +1,342 @@
+"""NDArray (dense): an n-dimensional array on a context, with MXNet's imperative API.
+
+On the CPU an NDArray owns a C-contiguous numpy array; operators run the same generated
+kernels as bound graphs (``nnsym.runtime.imperative``). Work is synchronous, so
+``wait_to_read`` returns at once.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from nnsym.context import Context, cpu
+from nnsym.errors import DTypeError, NNSymError, ShapeError
+from nnsym.ops.registry import OpDef, get_op
+from nnsym.runtime.imperative import _freeze, get_call
+from nnsym.types import dtype_of
+
+_CPU = cpu()
+
+
+class NDArray:
+    """A dense array. Arithmetic with arrays broadcasts (``broadcast_*``), with scalars uses the
+    ``_*_scalar`` operators, exactly as MXNet's NDArray does."""
+
+    __slots__ = ("__weakref__", "_buf", "_ctx", "_data")
+    __array_priority__ = 1000.0
+
+    def __init__(self, data: np.ndarray, ctx: Context | None = None, buf: Any = None):
+        # NOTE: _data is never rebound (writes go into it), so _buf, a cffi view of its memory
+        # made on first use by a kernel, stays valid for the array's life.
+        self._data = data
+        self._ctx = ctx or _CPU
+        self._buf = buf
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._data.shape)
+
+    @property
+    def dtype(self) -> type:
+        return self._data.dtype.type  # type: ignore[no-any-return]
+
+    @property
+    def size(self) -> int:
+        return int(self._data.size)
+
+    @property
+    def ndim(self) -> int:
+        return int(self._data.ndim)
+
+    @property
+    def context(self) -> Context:
+        return self._ctx
+
+    ctx = context
+
+    @property
+    def stype(self) -> str:
+        return "default"
+
+    @property
+    def T(self) -> NDArray:
+        return invoke("transpose", [self], {})[0]
+
+    def asnumpy(self) -> np.ndarray:
+        return np.array(self._data, copy=True)
+
+    def asscalar(self) -> Any:
+        if self.size != 1:
+            raise ShapeError(f"asscalar needs an array of size 1, this one has shape {self.shape}")
+        return self._data.reshape(()).item()
+
+    def wait_to_read(self) -> None:
+        """Computation is synchronous here; present for MXNet compatibility."""
+
+    def wait_to_write(self) -> None:
+        """Computation is synchronous here; present for MXNet compatibility."""
+
+    def __repr__(self) -> str:
+        shape = "x".join(str(d) for d in self.shape)
+        return f"\n{self._data}\n<NDArray {shape} @{self._ctx}>"
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d NDArray")
+        return self.shape[0]
+
+    def __bool__(self) -> bool:
+        if self.size != 1:
+            raise ValueError(
+                "The truth value of an NDArray with multiple elements is ambiguous."
+            )
+        return bool(self._data.reshape(()).item())
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return self._data if dtype is None else self._data.astype(dtype)
+
+    # ------------------------------------------------------------------ copies and views
+    def copy(self) -> NDArray:
+        return NDArray(self._data.copy(), self._ctx)
+
+    def copyto(self, other: NDArray | Context) -> NDArray:
+        if isinstance(other, Context):
+            if other.device_type == "gpu":
+                raise NNSymError("gpu contexts are not supported yet (CUDA backend issue)")
+            return NDArray(self._data.copy(), other)
+        if not isinstance(other, NDArray):
+            raise TypeError(f"copyto expects an NDArray or a Context, not {type(other).__name__}")
+        if other is self:
+            return other
+        if other.shape != self.shape:
+            raise ShapeError(
+                f"copyto: shape mismatch, source {self.shape} and destination {other.shape}"
+            )
+        other._data[...] = self._data.astype(other._data.dtype, copy=False)
+        return other
+
+    def as_in_context(self, ctx: Context) -> NDArray:
+        return self if ctx == self._ctx else self.copyto(ctx)
+
+    def astype(self, dtype: Any, copy: bool = True) -> NDArray:
+        dt = dtype_of(dtype)
+        if not copy and dt == self._data.dtype:
+            return self
+        return invoke("Cast", [self], {"dtype": dt.name})[0]
+
+    def reshape(self, *shape: Any, **kwargs: Any) -> NDArray:
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        if "shape" in kwargs:
+            shape = tuple(kwargs.pop("shape"))
+        return invoke("Reshape", [self], {"shape": tuple(shape), **kwargs})[0]
+
+    def tostype(self, stype: str) -> NDArray:
+        if stype != "default":
+            raise NNSymError("sparse storage types arrive with the sparse issue")
+        return self
+
+    # ------------------------------------------------------------------ indexing
+    def __getitem__(self, key: Any) -> NDArray:
+        key = _index_key(key)
+        v = self._data[key]
+        if isinstance(v, np.ndarray) and np.shares_memory(v, self._data) and v.flags.c_contiguous:
+            return NDArray(v, self._ctx)  # a view, as MXNet's first-axis slices are
+        return NDArray(np.array(v, copy=True).reshape(np.shape(v) or (1,)) if np.ndim(v) == 0
+                       else np.ascontiguousarray(v), self._ctx)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        key = _index_key(key)
+        if isinstance(value, NDArray):
+            value = value._data
+        elif not isinstance(value, (numbers.Number, np.ndarray, np.generic, list, tuple)):
+            raise TypeError(f"cannot assign a {type(value).__name__} to an NDArray")
+        try:
+            self._data[key] = value
+        except ValueError as e:
+            raise ShapeError(f"cannot assign to NDArray of shape {self.shape}: {e}") from None
+
+    # ------------------------------------------------------------------ arithmetic
+    def _binary(self, other: Any, array_op: str, scalar_op: str, reverse_op: str | None = None,
+                reflected: bool = False) -> NDArray:
+        if isinstance(other, NDArray):
+            lhs, rhs = (other, self) if reflected else (self, other)
+            if lhs.shape == rhs.shape and array_op in _SAME_SHAPE:
+                return invoke(_SAME_SHAPE[array_op], [lhs, rhs], {})[0]
+            return invoke(array_op, [lhs, rhs], {})[0]
+        if isinstance(other, (numbers.Number, np.generic)) and not isinstance(other, bool):
+            name = reverse_op if reflected and reverse_op else scalar_op
+            return invoke(name, [self], {"scalar": float(other),  # type: ignore[arg-type]
+                                         "is_int": isinstance(other, numbers.Integral)})[0]
+        if isinstance(other, np.ndarray):
+            return self._binary(array(other, dtype=other.dtype), array_op, scalar_op,
+                                reverse_op, reflected)
+        return NotImplemented  # type: ignore[no-any-return]
+
+    def __add__(self, o: Any) -> NDArray:
+        return self._binary(o, "broadcast_add", "_plus_scalar")
+
+    def __radd__(self, o: Any) -> NDArray:
+        return self._binary(o, "broadcast_add", "_plus_scalar", reflected=True)
+
+    def __sub__(self, o: Any) -> NDArray:
+        return self._binary(o, "broadcast_sub", "_minus_scalar")
+
+    def __rsub__(self, o: Any) -> NDArray:
+        return self._binary(o, "broadcast_sub", "_minus_scalar", "_rminus_scalar", True)
+
+    def __mul__(self, o: Any) -> NDArray:
+        return self._binary(o, "broadcast_mul", "_mul_scalar")
+
+    def __rmul__(self, o: Any) -> NDArray:
+        return self._binary(o, "broadcast_mul", "_mul_scalar", reflected=True)
+
+    def __truediv__(self, o: Any) -> NDArray:
+        return self._binary(o, "broadcast_div", "_div_scalar")
+
+    def __rtruediv__(self, o: Any) -> NDArray:
+        return self._binary(o, "broadcast_div", "_div_scalar", "_rdiv_scalar", True)
+
+    def __pow__(self, o: Any) -> NDArray:
+        return self._binary(o, "broadcast_power", "_power_scalar")
+
+    def __rpow__(self, o: Any) -> NDArray:
+        return self._binary(o, "broadcast_power", "_power_scalar", "_rpower_scalar", True)
+
+    def __neg__(self) -> NDArray:
+        return invoke("_mul_scalar", [self], {"scalar": -1.0, "is_int": False})[0]
+
+    def __abs__(self) -> NDArray:
+        return invoke("abs", [self], {})[0]
+
+    def __iadd__(self, o: Any) -> NDArray:
+        return self._inplace(self + o)
+
+    def __isub__(self, o: Any) -> NDArray:
+        return self._inplace(self - o)
+
+    def __imul__(self, o: Any) -> NDArray:
+        return self._inplace(self * o)
+
+    def __itruediv__(self, o: Any) -> NDArray:
+        return self._inplace(self / o)
+
+    def _inplace(self, result: NDArray) -> NDArray:
+        if result.shape != self.shape:
+            raise ShapeError(f"in-place result shape {result.shape} != {self.shape}")
+        self._data[...] = result._data.astype(self._data.dtype, copy=False)
+        return self
+
+
+_SAME_SHAPE = {
+    "broadcast_add": "elemwise_add",
+    "broadcast_sub": "elemwise_sub",
+    "broadcast_mul": "elemwise_mul",
+    "broadcast_div": "elemwise_div",
+}
+
+
+def _index_key(key: Any) -> Any:
+    if isinstance(key, NDArray):
+        raise NNSymError("advanced indexing with an NDArray is not supported; use basic slices")
+    return key
+
+
+# ---------------------------------------------------------------------------------------------
+# Creation
+
+
+def array(source: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray:
+    """An NDArray from a numpy array, an NDArray or a (nested) sequence. The default dtype is
+    the source's for numpy arrays and NDArrays, float32 otherwise (as in MXNet)."""
+    if isinstance(source, NDArray):
+        src = source._data
+        dt = dtype_of(dtype) if dtype is not None else src.dtype
+    elif isinstance(source, np.ndarray):
+        src = source
+        dt = dtype_of(dtype) if dtype is not None else dtype_of(source.dtype)
+    else:
+        dt = dtype_of(dtype) if dtype is not None else np.dtype(np.float32)
+        try:
+            src = np.asarray(source, dtype=dt)
+        except (TypeError, ValueError) as e:
+            raise DTypeError(f"cannot make an NDArray from {type(source).__name__}: {e}") from None
+    data = np.array(src, dtype=dt, copy=True, order="C")
+    return NDArray(data, ctx)
+
+
+def _shape_arg(shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    t = tuple(int(d) for d in shape)
+    if any(d < 0 for d in t):
+        raise ShapeError(f"negative dimension in shape {t}")
+    return t
+
+
+def empty(shape: Any, ctx: Context | None = None, dtype: Any = "float32") -> NDArray:
+    return NDArray(np.empty(_shape_arg(shape), dtype_of(dtype)), ctx)
+
+
+def zeros(shape: Any, ctx: Context | None = None, dtype: Any = "float32", **kw: Any) -> NDArray:
+    if kw.get("stype", "default") != "default":
+        raise NNSymError("sparse zeros arrive with the sparse issue")
+    return NDArray(np.zeros(_shape_arg(shape), dtype_of(dtype)), ctx)
+
+
+def ones(shape: Any, ctx: Context | None = None, dtype: Any = "float32") -> NDArray:
+    return NDArray(np.ones(_shape_arg(shape), dtype_of(dtype)), ctx)
+
+
+def full(shape: Any, val: Any, ctx: Context | None = None, dtype: Any = "float32") -> NDArray:
+    return NDArray(np.full(_shape_arg(shape), val, dtype_of(dtype)), ctx)
+
+
+def arange(start: float, stop: float | None = None, step: float = 1.0, repeat: int = 1,
+           ctx: Context | None = None, dtype: Any = "float32") -> NDArray:
+    a = np.arange(start, stop, step, dtype=np.float64)
+    if repeat > 1:
+        a = np.repeat(a, repeat)
+    return NDArray(np.ascontiguousarray(a.astype(dtype_of(dtype))), ctx)
+
+
+# ---------------------------------------------------------------------------------------------
+# Operators
+
+
+def invoke(op: OpDef | str, inputs: Sequence[NDArray], params: dict[str, Any],
+           out: NDArray | Sequence[NDArray] | None = None) -> list[NDArray]:
+    """Run an operator on NDArrays; returns its visible outputs."""
+    if isinstance(op, str):
+        op = get_op(op)
+    datas = []
+    for i, a in enumerate(inputs):
+        if not isinstance(a, NDArray):
+            raise TypeError(f"{op.name}: input {i} is a {type(a).__name__}, not an NDArray")
+        datas.append(a._data)
+    call = get_call(op, _freeze(params), tuple(d.shape for d in datas),
+                    tuple(d.dtype for d in datas))
+    outs = [np.empty(s, t) for s, t in zip(call.out_shapes, call.out_dtypes)]
+    views = call.lowered.views if call.lowered is not None else {}
+    if views:
+        for oi, ii in views.items():
+            outs[oi] = datas[ii].reshape(call.out_shapes[oi])
+        call.run(datas, [o for i, o in enumerate(outs) if i not in views])
+    else:
+        call.run(datas, outs)
+    n_vis = op.num_visible(call.params)
+    ctx = inputs[0]._ctx if inputs else cpu()
+    results = [NDArray(o, ctx) for o in outs[:n_vis]]
+    if out is not None:
+        targets = [out] if isinstance(out, NDArray) else list(out)
+        if len(targets) != len(results):
+            raise ShapeError(f"{op.name}: {len(results)} outputs but {len(targets)} given in out=")
+        for t, r in zip(targets, results):
+            r.copyto(t)
+        return targets
+    return results
