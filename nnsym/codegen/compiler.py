@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import importlib.util
 import json
 import logging
 import os
@@ -113,10 +114,36 @@ def link_flags() -> list[str]:
     return ["-lmvec", "-lm"] if vector_math() else ["-lm"]
 
 
-def _blas_pointers() -> tuple[int, int]:
-    from scipy.linalg import cython_blas
+def _cython_blas() -> Any:
+    """scipy's ``cython_blas`` module. Importing it the usual way imports all of scipy.linalg
+    (~130 ms); its extension file loads on its own in ~8 ms, so that is tried first."""
+    try:
+        spec = importlib.util.find_spec("scipy")
+        if spec is not None and spec.origin is not None:
+            found = sorted((Path(spec.origin).parent / "linalg").glob("cython_blas.*"))
+            found = [p for p in found if p.suffix in (".so", ".pyd")]
+            if found:
+                s = importlib.util.spec_from_file_location("scipy.linalg.cython_blas", found[0])
+                if s is not None and s.loader is not None:
+                    mod = importlib.util.module_from_spec(s)
+                    s.loader.exec_module(mod)
+                    if "sgemm" in getattr(mod, "__pyx_capi__", {}):
+                        return mod
+    except (ImportError, OSError, AttributeError):
+        pass
+    try:
+        from scipy.linalg import cython_blas
+    except ImportError as e:
+        raise NNSymError(
+            f"nnsym needs scipy for BLAS (dot, FullyConnected, Convolution): {e}"
+        ) from None
+    return cython_blas
 
-    caps = cython_blas.__pyx_capi__
+
+def _blas_pointers() -> tuple[int, int]:
+    global _BLAS_MODULE
+    _BLAS_MODULE = _cython_blas()  # kept referenced while its function pointers are in use
+    caps = _BLAS_MODULE.__pyx_capi__
     get_name = ctypes.pythonapi.PyCapsule_GetName
     get_name.restype = ctypes.c_char_p
     get_name.argtypes = [ctypes.py_object]
@@ -130,6 +157,7 @@ def _blas_pointers() -> tuple[int, int]:
     return ptrs[0], ptrs[1]
 
 
+_BLAS_MODULE: Any = None
 _BLAS: tuple[int, int] | None = None
 
 
@@ -173,26 +201,11 @@ def _load(specs: list[KernelSpec]) -> None:
     cdef = "\n".join([signature(s.name) for s in specs] +
                      ["void nnsym_set_blas(void *s, void *d);"])
     fl, lf = flags(), link_flags()
-    key = cache_key(format=1, source=source, cdef=cdef, compiler=compiler_id(), flags=fl,
-                    link=lf, machine=platform.machine())
+    key = library_key(source, fl, lf, cdef=cdef)
     if key in _LIBS:
         lib = _LIBS[key]
     else:
-        built = False
-
-        def build(tmp: Path) -> None:
-            nonlocal built
-            built = True
-            _compile(tmp, source, cdef, key, fl, lf)
-
-        t0 = time.perf_counter()
-        entry = build_cached(key, build)
-        with _CFFI_LOCK:
-            if built:
-                STATS["compiles"] += 1
-                STATS["compile_seconds"] += time.perf_counter() - t0
-            else:
-                STATS["disk_hits"] += 1
+        entry = build_library(key, source, fl, lf, cdef=cdef)
         with _CFFI_LOCK:
             FFI.cdef(cdef, override=True)
             try:
@@ -207,7 +220,35 @@ def _load(specs: list[KernelSpec]) -> None:
             _FUNCS[spec.name] = getattr(lib, spec.name)
 
 
-def _compile(tmp: Path, source: str, cdef: str, key: str, fl: list[str], lf: list[str]) -> None:
+def library_key(source: str, fl: list[str], lf: list[str], **meta: Any) -> str:
+    """The cache key of a shared library: everything that shapes the binary."""
+    return cache_key(format=1, source=source, compiler=compiler_id(), flags=fl, link=lf,
+                     machine=platform.machine(), **meta)
+
+
+def build_library(key: str, source: str, fl: list[str], lf: list[str], **meta: Any) -> Path:
+    """The cache entry (a directory holding ``lib.so``) for ``key``, compiling ``source`` with
+    one compiler call on a miss; counts compiles and disk hits in ``STATS``."""
+    built = False
+
+    def build(tmp: Path) -> None:
+        nonlocal built
+        built = True
+        _compile(tmp, source, key, fl, lf, meta)
+
+    t0 = time.perf_counter()
+    entry = build_cached(key, build)
+    with _CFFI_LOCK:
+        if built:
+            STATS["compiles"] += 1
+            STATS["compile_seconds"] += time.perf_counter() - t0
+        else:
+            STATS["disk_hits"] += 1
+    return entry
+
+
+def _compile(tmp: Path, source: str, key: str, fl: list[str], lf: list[str],
+             meta: dict[str, Any]) -> None:
     cc = compiler()
     if cc is None:
         raise NoCompilerError("no C compiler found (set CC or install gcc)")
@@ -225,8 +266,8 @@ def _compile(tmp: Path, source: str, cdef: str, key: str, fl: list[str], lf: lis
             f"command: {' '.join(cmd)}\n{r.stderr.strip()[:4000]}"
         )
     (tmp / "meta.json").write_text(json.dumps(
-        {"key": key, "sha256": file_sha256(out), "cdef": cdef, "flags": fl, "link": lf,
-         "compiler": compiler_id()}, indent=1))
+        {"key": key, "sha256": file_sha256(out), "flags": fl, "link": lf,
+         "compiler": compiler_id(), **meta}, indent=1))
 
 
 _BACKEND: str | None = None
@@ -241,9 +282,15 @@ def backend() -> str:
     return _BACKEND
 
 
+# Called by reset_backend(): caches of decisions made for the old backend drop them.
+RESET_HOOKS: list[Any] = []
+
+
 def reset_backend() -> None:
     global _BACKEND
     _BACKEND = None
+    for hook in RESET_HOOKS:
+        hook()
 
 
 def _choose_backend() -> str:

@@ -5,13 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from nnsym.ndarray.ndarray import NDArray, arange, array, empty, full, invoke, ones, zeros
-from nnsym.ndarray.ops import populate as _populate
+from nnsym.ndarray.ops import make_function as _make_function
+from nnsym.symbol.ops import populate_namespaces as _populate_namespaces
 
-globals().update(_populate())
+_functions, _subs = _populate_namespaces("nnsym.ndarray", _make_function)
+globals().update(_functions)
+contrib, _internal, sparse = _subs["contrib"], _subs["_internal"], _subs["sparse"]
 
 
 def __getattr__(name: str) -> Any:
     raise AttributeError(f"nnsym.nd has no operator or attribute {name!r}")
 
 
-__all__ = ["NDArray", "arange", "array", "empty", "full", "invoke", "ones", "zeros"]
+__all__ = ["NDArray", "arange", "array", "contrib", "empty", "full", "invoke", "ones", "sparse",
+           "zeros"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import types
 from typing import Any
 
 from nnsym.ops.registry import OpDef
@@ -83,3 +84,28 @@ def op_docstring(op: OpDef, func_name: str) -> str:
     lines.append("attr : dict, optional\n    Extra attributes for the node.")
     lines += ["", "Returns", "-------", "Symbol"]
     return "\n".join(lines)
+
+
+def populate_namespaces(package: str, make: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One function per registered operator name and alias, made by ``make(op, name)``, and the
+    sub-namespaces MXNet has (``contrib`` without the ``_contrib_`` prefix, ``_internal`` for
+    names starting with ``_``, ``sparse`` for operators with sparse implementations) as
+    modules named ``<package>.<sub>``. Returns (functions by name, sub-modules by name)."""
+    from nnsym.ops.registry import all_names
+
+    subs = {
+        "contrib": types.ModuleType(f"{package}.contrib", "Contributed operators."),
+        "_internal": types.ModuleType(f"{package}._internal", "Internal operators."),
+        "sparse": types.ModuleType(f"{package}.sparse", "Operators with sparse kernels."),
+    }
+    made: dict[str, Any] = {}
+    for fname, op in sorted(all_names().items()):
+        fn = make(op, fname)
+        if fname.startswith("_contrib_"):
+            setattr(subs["contrib"], fname[len("_contrib_") :], fn)
+        if fname.startswith("_"):
+            setattr(subs["_internal"], fname, fn)
+        if op.sparse:
+            setattr(subs["sparse"], fname, fn)
+        made[fname] = fn
+    return made, subs
