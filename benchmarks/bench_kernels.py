@@ -55,6 +55,29 @@ def main() -> None:
         results.append(row(w, "numpy matmul(out=)", t_np, gflops=flops / t_np[0] / 1e9))
         results.append(row(w, "numpy matmul", t_np2, gflops=flops / t_np2[0] / 1e9))
 
+    # Convolution, a ResNet-like 3x3 layer: (8, 64, 32, 32) * (64, 64, 3, 3), pad 1
+    xc = rng.standard_normal((8, 64, 32, 32)).astype(np.float32)
+    wc = rng.standard_normal((64, 64, 3, 3)).astype(np.float32)
+    bc = rng.standard_normal(64).astype(np.float32)
+    xca, wca, bca = nd.array(xc), nd.array(wc), nd.array(bc)
+
+    def conv_nnsym():
+        return nd.Convolution(xca, wca, bca, kernel=(3, 3), pad=(1, 1), num_filter=64)
+
+    def conv_numpy():  # im2col by sliding windows, then one tensordot (BLAS)
+        xp = np.pad(xc, ((0, 0), (0, 0), (1, 1), (1, 1)))
+        win = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))
+        y = np.tensordot(win, wc, axes=([1, 4, 5], [1, 2, 3]))
+        return np.ascontiguousarray(y.transpose(0, 3, 1, 2)) + bc[:, None, None]
+
+    np.testing.assert_allclose(conv_nnsym().asnumpy(), conv_numpy(), rtol=1e-3, atol=1e-3)
+    flops = 2 * 8 * 64 * 64 * 9 * 32 * 32
+    w = "conv3x3 (8,64,32,32) f32"
+    t_c = measure(conv_nnsym, samples=samples)
+    results.append(row(w, "nnsym nd.Convolution", t_c, gflops=flops / t_c[0] / 1e9))
+    t_c = measure(conv_numpy, samples=samples)
+    results.append(row(w, "numpy im2col+tensordot", t_c, gflops=flops / t_c[0] / 1e9))
+
     # per-call overhead, 10 elements
     s = rng.standard_normal(10).astype(np.float32)
     sa = nd.array(s)

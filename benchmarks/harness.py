@@ -62,7 +62,7 @@ def report(results: list[dict[str, Any]]) -> None:
     for w, rs in by_w.items():
         best = min(r["median_ms"] for r in rs)
         for r in sorted(rs, key=lambda r: r["median_ms"]):
-            print(f"{w:<34} {r['peer']:<22} {r['median_ms']:>10.4f} {r['min_ms']:>10.4f} "
+            print(f"{w:<34} {r['peer']:<22} {r['median_ms']:>10.4g} {r['min_ms']:>10.4g} "
                   f"{r['median_ms'] / best:>7.2f}")
 
 

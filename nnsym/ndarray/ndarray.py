@@ -321,6 +321,14 @@ def invoke(op: OpDef | str, inputs: Sequence[NDArray], params: dict[str, Any],
         datas.append(a._data)
     call = get_call(op, _freeze(params), tuple(d.shape for d in datas),
                     tuple(d.dtype for d in datas))
+    targets = None
+    if out is not None:
+        targets = [out] if isinstance(out, NDArray) else list(out)
+        if not all(isinstance(t, NDArray) for t in targets):
+            raise TypeError(f"{op.name}: out= takes NDArrays")
+        if _writes_directly(op, call, datas, targets):
+            call.run(datas, [t._data for t in targets])
+            return targets
     outs = [np.empty(s, t) for s, t in zip(call.out_shapes, call.out_dtypes)]
     views = call.lowered.views if call.lowered is not None else {}
     if views:
@@ -332,11 +340,31 @@ def invoke(op: OpDef | str, inputs: Sequence[NDArray], params: dict[str, Any],
     n_vis = op.num_visible(call.params)
     ctx = inputs[0]._ctx if inputs else cpu()
     results = [NDArray(o, ctx) for o in outs[:n_vis]]
-    if out is not None:
-        targets = [out] if isinstance(out, NDArray) else list(out)
+    if targets is not None:
         if len(targets) != len(results):
             raise ShapeError(f"{op.name}: {len(results)} outputs but {len(targets)} given in out=")
         for t, r in zip(targets, results):
             r.copyto(t)
         return targets
     return results
+
+
+def _writes_directly(op: OpDef, call: Any, datas: list[np.ndarray],
+                     targets: list[NDArray]) -> bool:
+    """``out=`` arrays can take the kernel's outputs as they are: every output is given, with
+    its shape and dtype, C-contiguous and writable, and none overlaps an input unless it is that
+    input exactly and the operator allows that pair in place."""
+    if len(targets) != len(call.out_shapes) or call.views:
+        return False
+    for oi, t in enumerate(targets):
+        d = t._data
+        if (d.shape != tuple(call.out_shapes[oi]) or d.dtype != call.out_dtypes[oi]
+                or not d.flags.c_contiguous or not d.flags.writeable):
+            return False
+        for ii, x in enumerate(datas):
+            if np.may_share_memory(d, x) and not (
+                (ii, oi) in op.inplace and x.shape == d.shape
+                and x.__array_interface__["data"][0] == d.__array_interface__["data"][0]
+            ):
+                return False
+    return True

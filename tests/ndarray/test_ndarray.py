@@ -98,6 +98,39 @@ def test_operator_functions_with_out_and_keywords():
         nd.exp([1.0, 2.0])
 
 
+def test_out_is_written_in_place_or_through_a_copy_where_inputs_overlap(monkeypatch):
+    from nnsym.runtime.imperative import CompiledCall
+
+    runs = []
+    real_run = CompiledCall.run
+
+    def spy(self, inputs, outputs, req="write"):
+        runs.append([o.__array_interface__["data"][0] for o in outputs])
+        return real_run(self, inputs, outputs, req)
+
+    monkeypatch.setattr(CompiledCall, "run", spy)
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((4, 4)).astype(np.float32)
+    x, out = nd.array(a), nd.zeros((4, 4))
+    addr = out._data.__array_interface__["data"][0]
+    nd.tanh(x, out=out)
+    assert runs[-1] == [addr]  # the kernel wrote into out's memory
+    np.testing.assert_allclose(out.asnumpy(), np.tanh(a), rtol=1e-6)
+    # relu allows its input in place: out=x runs in place and is right
+    nd.relu(x, out=x)
+    np.testing.assert_array_equal(x.asnumpy(), np.maximum(a, 0))
+    # dot does not: out=one of its inputs goes through a temporary and is still right
+    p, q = rng.standard_normal((4, 4)).astype(np.float32), rng.standard_normal((4, 4))
+    pa, qa = nd.array(p), nd.array(q.astype(np.float32))
+    nd.dot(pa, qa, out=pa)
+    assert runs[-1] != [pa._data.__array_interface__["data"][0]]
+    np.testing.assert_allclose(pa.asnumpy(), p @ q.astype(np.float32), rtol=1e-5, atol=1e-6)
+    # another dtype: computed, then cast into out
+    o64 = nd.zeros((4, 4), dtype="float64")
+    nd.tanh(x, out=o64)
+    np.testing.assert_allclose(o64.asnumpy(), np.tanh(np.maximum(a, 0)), rtol=1e-6)
+
+
 def test_reshape_returns_a_view():
     x = nd.array(np.arange(6, dtype=np.float32))
     y = x.reshape((2, 3))
