@@ -114,6 +114,12 @@ class KernelCall:
     out_shapes: tuple[tuple[int, ...], ...]
     out_dtypes: tuple[np.dtype, ...]
     req: str = "write"  # "write" | "add"
+    # Per-output write modes where they differ (a backward node writing one gradient into a
+    # scratch buffer and accumulating another into a user's array); None: ``req`` for all.
+    reqs: tuple[str, ...] | None = None
+
+    def out_req(self, i: int) -> str:
+        return self.req if self.reqs is None else self.reqs[i]
 
 
 @dataclass(frozen=True)

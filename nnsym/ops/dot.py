@@ -102,11 +102,14 @@ def gemm_launch(
     tb: bool,
     n_in: int = 2,
     bias: bool = False,
+    slots: tuple[int, int, int, int] | None = None,
 ) -> Launch:
     """One dot_gemm.c.j2 launch: ``C_t = op(A_t) . op(B_t) (+ bias)`` for t < batch.
 
     A_t is stored ``[m, k]`` (``[k, m]`` when ``ta``) and B_t ``[k, n]`` (``[n, k]`` when ``tb``),
     both dense, one batch after another; C is ``[batch, m, n]``. Also used by FullyConnected.
+    ``slots`` says where A, B, C and the workspace are in the kernel's pointer list (default:
+    the inputs first, then C, then the workspace).
     """
     dt = np.dtype(dtype)
     if max(m, n, k) > _INT32_MAX:
@@ -119,8 +122,10 @@ def gemm_launch(
         ws = 4 * (batch * (sa + sb) + m * n)
     elif dt.kind in "iub":
         ws = 8 * (n + k)
+    sa_, sb_, sc_, sw_ = slots if slots is not None else (0, 1, n_in, n_in + 1)
     spec = KernelSpec.make(
-        "dot_gemm.c.j2", dtype=dt.name, req=req, ta=ta, tb=tb, bias=bias, n_in=n_in
+        "dot_gemm.c.j2", dtype=dt.name, req=req, ta=ta, tb=tb, bias=bias, n_in=n_in,
+        slot_a=sa_, slot_b=sb_, slot_c=sc_, slot_ws=sw_,
     )
     # NOTE: BLAS rejects a leading dimension of 0 even when that matrix is empty.
     ia = (batch, m, n, k, max(lda, 1), max(ldb, 1), sa, sb)

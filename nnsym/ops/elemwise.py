@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ops.grad import binary_gradient, pass_through, unary_gradient
 from nnsym.ops.params import NoParams, Params, field
 from nnsym.ops.registry import (
     DENSE,
@@ -222,6 +223,7 @@ def _register_unary(row: Unary) -> OpDef:
             inplace=((0, 0),),
             expr=row.expr,
             kernels={DENSE: unary_kernel(row.name, row.expr)},
+            grad=unary_gradient(row.name, row.grad),
             sparse=row.sparse,
             reference=_unary_reference(row.ref),
             doc=row.doc,
@@ -424,7 +426,7 @@ def add_n_reference(p: AddNParams, *xs: Array) -> Array:
 
 
 # ---------------------------------------------------------------------------------------------
-# Backward expression tables (no OpDef field yet; the executor reads them by operator name)
+# Backward expression tables by operator name (each row's OpDef.grad is generated from them)
 
 GRAD_EXPR: dict[str, str] = {
     **{row.name: row.grad for row in UNARY},
@@ -561,6 +563,7 @@ CLIP = register(
         inplace=((0, 0),),
         expr=CLIP_EXPR,
         kernels={DENSE: unary_kernel("clip", CLIP_EXPR, ("a_min", "a_max"))},
+        grad=unary_gradient("clip", CLIP_GRAD, ClipParams, ("a_min", "a_max")),
         sparse=True,
         reference=clip_reference,
         doc="Clips values to [a_min, a_max] (the bounds are cast to the data's type first).",
@@ -584,6 +587,8 @@ QUADRATIC = register(
         inplace=((0, 0),),
         expr=QUADRATIC_EXPR,
         kernels={DENSE: unary_kernel("_contrib_quadratic", QUADRATIC_EXPR, ("a", "b", "c"))},
+        grad=unary_gradient("_contrib_quadratic", QUADRATIC_GRAD, QuadraticParams,
+                            ("a", "b", "c")),
         reference=quadratic_reference,
         doc="a * x * x + b * x + c, elementwise.",
         examples=(
@@ -606,6 +611,7 @@ SCALAR_OP_DEFS: dict[str, OpDef] = {
             inplace=((0, 0),),
             expr=row.expr,
             kernels={DENSE: unary_kernel(row.name, row.expr, ("scalar",))},
+            grad=unary_gradient(row.name, row.grad, ScalarParams, ("scalar",)),
             reference=_scalar_reference(row.fn),
             aliases=(row.alias,),
             doc=f"Elementwise {row.doc} (the scalar takes the output's type first).",
@@ -627,6 +633,7 @@ BINARY_OPS: dict[str, OpDef] = {
             inplace=((0, 0), (1, 0)),
             expr=row.expr,
             kernels={DENSE: binary_kernel(row.name, row.expr)},
+            grad=binary_gradient(row.name, row.grad),
             sparse=row.sparse,
             reference=binary_reference(row.ref),
             aliases=row.aliases,
@@ -648,6 +655,7 @@ ADD_N = register(
         infer_type=same_dtype,
         inplace=((0, 0),),
         kernels={DENSE: Kernel(add_n_lowering)},
+        grad=pass_through,
         sparse=True,
         reference=add_n_reference,
         aliases=("ElementWiseSum",),

@@ -102,6 +102,9 @@ class OpDef:
     inplace: tuple[tuple[int, int], ...] = ()
     # True when the output is the input viewed differently (reshape-like; no copy needed).
     inplace_identity: bool = False
+    # Inputs read for their shape only (zeros_like, a backward reshape's forward input): they do
+    # not keep their storage alive in the memory plan (MXNet's FIgnoreInputs).
+    ignore_inputs: tuple[int, ...] = ()
     # Elementwise operators: the scalar C expression (in ``x``, or ``a``/``b`` for binary).
     expr: str | None = None
     # Later stages: storage-type table, kernels by storage signature, gradient builder.
@@ -109,6 +112,9 @@ class OpDef:
     kernels: Mapping[tuple[SType, ...], Kernel] = field(default_factory=dict)
     grad: Callable[..., Any] | None = None
     differentiable: bool = True
+    # Loss heads (SoftmaxOutput, the regression outputs, MakeLoss) compute their gradient from
+    # their own output and label; no incoming gradient is needed or read.
+    loss: bool = False
     # Expose as nnsym.sym.sparse.<name> too.
     sparse: bool = False
     # Test table: valid examples and invalid parameter sets (each must raise OperatorParamError).

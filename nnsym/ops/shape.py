@@ -16,10 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.graph import Entry, Node
+from nnsym.ops.grad import backward_node, no_gradient, pass_through
 from nnsym.ops.params import NoParams, Params, field
 from nnsym.ops.registry import (
     DENSE,
@@ -389,6 +392,36 @@ def reshape_reference(p: ReshapeParams, data: np.ndarray) -> np.ndarray:
     return data.reshape(_numpy_reshape_target(p, data.shape))
 
 
+def backward_reshape_shape(p: Any, ins: list, outs: list) -> tuple[list, list]:
+    """(ograd, data) -> data grad shaped as the forward data; the data is read for its shape."""
+    like = ins[1] if ins[1] is not None else outs[0]
+    return [ins[0], like], [like]
+
+
+BACKWARD_RESHAPE = register(
+    OpDef(
+        name="_backward_reshape",
+        inputs=("ograd", "data"),
+        outputs=("data_grad",),
+        infer_shape=backward_reshape_shape,
+        infer_type=same_dtype,
+        inplace=((0, 0),),
+        inplace_identity=True,
+        ignore_inputs=(1,),
+        kernels={DENSE: Kernel(view_lowering)},
+        differentiable=False,
+        doc="Gradient of the reshape-like operators: the output gradient in the input's shape.",
+    )
+)
+
+
+def reshape_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
+    g = ograds[0]
+    assert g is not None
+    params, _ = BACKWARD_RESHAPE.parse_params({})
+    return [Entry(backward_node(BACKWARD_RESHAPE, node, [g, node.inputs[0]], params), 0)]
+
+
 RESHAPE = register(
     OpDef(
         name="Reshape",
@@ -400,6 +433,7 @@ RESHAPE = register(
         inplace_identity=True,
         reference=reshape_reference,
         kernels={DENSE: Kernel(view_lowering)},
+        grad=reshape_grad,
         doc="Reshapes the input array, with MXNet's special values 0, -1, -2, -3 and -4.",
         examples=(
             Example(((2, 3, 4),), {"shape": (4, 0, 2)}),
@@ -456,6 +490,7 @@ FLATTEN = register(
         inplace_identity=True,
         reference=lambda p, data: data.reshape(data.shape[0], -1),
         kernels={DENSE: Kernel(view_lowering)},
+        grad=reshape_grad,
         doc="Flattens the input to 2-D, keeping the first dimension: (d0, d1*...*dk).",
         examples=(
             Example(((2, 3, 4),)),
@@ -639,6 +674,7 @@ EXPAND_DIMS = register(
         inplace_identity=True,
         reference=lambda p, data: np.expand_dims(data, p.axis),
         kernels={DENSE: Kernel(view_lowering)},
+        grad=reshape_grad,
         doc="Inserts a new axis of size 1 at position ``axis``.",
         examples=(
             Example(((2, 3),), {"axis": 0}),
@@ -710,6 +746,7 @@ SQUEEZE = register(
         infer_type=same_dtype,
         reference=squeeze_reference,
         kernels={DENSE: Kernel(view_lowering)},
+        grad=reshape_grad,
         doc="Removes axes of size 1 (all of them, or those in ``axis``); keeps at least one.",
         examples=(
             Example(((1, 3, 1),)),
@@ -1286,6 +1323,8 @@ ZEROS_LIKE = _copy_like(
     lambda p, x: np.zeros_like(x),
     "An array of zeros shaped like the input.",
     kernels={DENSE: fill_lowering(0)},
+    grad=no_gradient,
+    ignore_inputs=(0,),
     sparse=True,
 )
 ONES_LIKE = _copy_like(
@@ -1294,6 +1333,8 @@ ONES_LIKE = _copy_like(
     lambda p, x: np.ones_like(x),
     "An array of ones shaped like the input.",
     kernels={DENSE: fill_lowering(1)},
+    grad=no_gradient,
+    ignore_inputs=(0,),
 )
 # NOTE: BlockGrad's gradient is zero by definition, so a numeric gradient check does not apply.
 BLOCK_GRAD = _copy_like(
@@ -1306,6 +1347,7 @@ BLOCK_GRAD = _copy_like(
     inplace=((0, 0),),
     inplace_identity=True,
     differentiable=False,
+    grad=no_gradient,
     kernels={DENSE: Kernel(copy_lowering)},
 )
 COPY = _copy_like(
@@ -1315,6 +1357,7 @@ COPY = _copy_like(
     "Returns a copy of the input.",
     aliases=("identity",),
     kernels={DENSE: Kernel(copy_lowering)},
+    grad=pass_through,
     inplace=((0, 0),),
     inplace_identity=True,
 )

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from nnsym.errors import CompositionError, NNSymError, OperatorParamError
+from nnsym.errors import CompositionError, NNSymError, OperatorParamError, ShapeError
 from nnsym.graph import Entry, Graph, GraphAttrs, IndexedGraph, Node, variable
 from nnsym.ops.params import mx_str
 from nnsym.ops.registry import OpDef
@@ -388,6 +388,55 @@ class Symbol:
         return _np_types(arg), _np_types(out), _np_types(aux)
 
     # ------------------------------------------------------------------ serialization
+    # ------------------------------------------------------------------ binding
+    def bind(self, ctx: Any, args: Any, args_grad: Any = None, grad_req: Any = "write",
+             aux_states: Any = None, group2ctx: Any = None, shared_exec: Any = None) -> Any:
+        """An Executor over the given arrays (used as they are: later writes to them are seen).
+        ``args``/``args_grad``/``aux_states``: lists in ``list_arguments`` /
+        ``list_auxiliary_states`` order or dicts by name; ``grad_req``: 'write', 'add' or
+        'null', per argument by list or dict (unlisted: 'null')."""
+        from nnsym.runtime.executor import Executor
+
+        _unsupported(group2ctx=group2ctx, shared_exec=shared_exec)
+        return Executor(self, ctx, args, args_grad, grad_req, aux_states)
+
+    def simple_bind(self, ctx: Any = None, grad_req: Any = "write", type_dict: Any = None,
+                    stype_dict: Any = None, group2ctx: Any = None, shared_arg_names: Any = None,
+                    shared_exec: Any = None, shared_buffer: Any = None, **kwargs: Any) -> Any:
+        """Infer every shape and dtype from the given input shapes (and ``type_dict``; float32
+        otherwise), allocate zero-filled arguments, gradients and auxiliary states, and bind."""
+        from nnsym.ndarray.ndarray import zeros
+        from nnsym.runtime.executor import Executor, _reqs
+
+        _unsupported(stype_dict=stype_dict, group2ctx=group2ctx,
+                     shared_arg_names=shared_arg_names, shared_exec=shared_exec,
+                     shared_buffer=shared_buffer)
+        arg_s, _, aux_s = self._infer("shape", (), kwargs)
+        names = self.list_arguments()
+        aux_names = self.list_auxiliary_states()
+        missing = [n for n, s in zip(names + aux_names, arg_s + aux_s) if not _complete(s)]
+        if missing:
+            raise ShapeError(
+                f"simple_bind: cannot decide the shapes of {missing} from {kwargs}; give their "
+                "shapes (or the inputs they follow from)"
+            )
+        arg_t, _, aux_t = self._infer("type", (), dict(type_dict or {}))
+        f32 = np.dtype(np.float32)
+        args = [zeros(s, ctx, t or f32) for s, t in zip(_mx_shapes(arg_s), arg_t)]
+        aux = [zeros(s, ctx, t or f32) for s, t in zip(_mx_shapes(aux_s), aux_t)]
+        reqs = _reqs(grad_req, names, args)
+        grads = [zeros(a.shape, ctx, a.dtype) if r != "null" else None
+                 for a, r in zip(args, reqs)]
+        return Executor(self, ctx, args, grads, reqs, aux)
+
+    def eval(self, ctx: Any = None, **kwargs: Any) -> list[Any]:
+        """Bind the given arrays (no gradients) and run forward once."""
+        aux_names = self.list_auxiliary_states()
+        args = {k: v for k, v in kwargs.items() if k not in aux_names}
+        aux = {k: v for k, v in kwargs.items() if k in aux_names}
+        exe = self.bind(ctx, args, grad_req="null", aux_states=aux or None)
+        return list(exe.forward())
+
     def tojson(self, inferred: bool = False, **kwargs: Any) -> str:
         """MXNet 1.x symbol JSON. ``inferred=True`` runs inference (``kwargs`` as ``infer_shape``)
         and records every inferred attribute per entry inside each node's ``attrs``."""
@@ -603,3 +652,9 @@ def _arith(lhs: Symbol, rhs: Any, sym_fn: str | None, scalar_fn: str) -> Symbol:
 
 def copy_symbol(s: Symbol) -> Symbol:
     return _copy.copy(s)
+
+
+def _unsupported(**given: Any) -> None:
+    used = [k for k, v in given.items() if v is not None]
+    if used:
+        raise NNSymError(f"{', '.join(used)}: not supported by this executor yet")

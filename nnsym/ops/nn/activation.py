@@ -18,6 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ops.grad import unary_gradient
 from nnsym.ops.params import Params, field
 from nnsym.ops.registry import (
     DENSE,
@@ -243,6 +244,8 @@ ACTIVATION_OP = register(
         inplace=((0, 0),),
         reference=activation_reference,
         kernels={DENSE: Kernel(_activation_lowering)},
+        grad=unary_gradient("Activation", lambda p: ACTIVATION[p.act_type].backward,
+                            ActivationParams),
         aliases=("_npx_activation",),
         doc="Elementwise activation: relu, sigmoid, tanh, softrelu or softsign "
         "(expressions in ACTIVATION).",

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nnsym.codegen.spec import KernelCall, Lowered, size
+from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.graph import Entry, Node
 from nnsym.ops.dot import gemm_launch
+from nnsym.ops.grad import backward_node
 from nnsym.ops.params import Params, field
 from nnsym.ops.registry import (
     DENSE,
@@ -72,11 +74,7 @@ def fully_connected_reference(p: FullyConnectedParams, data, weight, bias=None):
 def fully_connected_lowering(call: KernelCall) -> Lowered:
     """One GEMM ``data[m, k] . weight[n, k]ᵀ``; the bias is added to each row right after it."""
     p: FullyConnectedParams = call.params
-    data = call.in_shapes[0]
-    if p.flatten:
-        m, k = data[0], size(data[1:])
-    else:
-        m, k = size(data[:-1]), data[-1]
+    m, k = _mk(p, call.in_shapes[0])
     launch = gemm_launch(
         call.out_dtypes[0],
         call.req,
@@ -92,6 +90,72 @@ def fully_connected_lowering(call: KernelCall) -> Lowered:
     return Lowered((launch,))
 
 
+def _mk(p: FullyConnectedParams, data: tuple[int, ...]) -> tuple[int, int]:
+    """The GEMM's rows and reduction length for this data shape."""
+    return (data[0], size(data[1:])) if p.flatten else (size(data[:-1]), data[-1])
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradient: _backward_FullyConnected(ograd, data, weight) -> (data grad, weight grad, bias grad)
+
+
+def fully_connected_backward_shape(p: FullyConnectedParams, ins: list,
+                                   outs: list) -> tuple[list, list]:
+    ograd, data, weight = ins
+    data = data if data is not None else outs[0]
+    weight = weight if weight is not None else outs[1]
+    new_outs = [data, weight] + ([] if p.no_bias else [(p.num_hidden,)])
+    return [ograd, data, weight], new_outs
+
+
+def fully_connected_backward_lowering(call: KernelCall) -> Lowered:
+    """data grad = ograd . weight; weight grad = ogradᵀ . data; bias grad = column sums of
+    ograd. p = [ograd, data, weight, data grad, weight grad, (bias grad), (workspace)]."""
+    p: FullyConnectedParams = call.params
+    m, k = _mk(p, call.in_shapes[1])
+    n = p.num_hidden
+    dt = call.out_dtypes[0]
+    ws = 3 + len(call.out_shapes)
+    launches = [
+        gemm_launch(dt, call.out_req(0), batch=1, m=m, n=k, k=n, ta=False, tb=False,
+                    slots=(0, 2, 3, ws)),
+        gemm_launch(dt, call.out_req(1), batch=1, m=n, n=k, k=m, ta=True, tb=False,
+                    slots=(0, 1, 4, ws)),
+    ]
+    if not p.no_bias:
+        spec = KernelSpec.make("nn/fc_bias_grad.c.j2", dtype=dt.name, req=call.out_req(2),
+                               slot_g=0, slot_out=5)
+        launches.append(Launch(spec, (m, n)))
+    return Lowered(tuple(launches))
+
+
+def fully_connected_backward_outputs(p: FullyConnectedParams) -> tuple[str, ...]:
+    return ("data_grad", "weight_grad") if p.no_bias else ("data_grad", "weight_grad",
+                                                           "bias_grad")
+
+
+BACKWARD_FULLY_CONNECTED = register(
+    OpDef(
+        name="_backward_FullyConnected",
+        params=FullyConnectedParams,
+        inputs=("ograd", "data", "weight"),
+        outputs=fully_connected_backward_outputs,
+        infer_shape=fully_connected_backward_shape,
+        infer_type=same_dtype,
+        kernels={DENSE: Kernel(fully_connected_backward_lowering)},
+        differentiable=False,
+        doc="Gradient of FullyConnected (two GEMMs and a column sum).",
+    )
+)
+
+
+def fully_connected_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
+    g = ograds[0]
+    assert g is not None
+    b = backward_node(BACKWARD_FULLY_CONNECTED, node, [g, node.inputs[0], node.inputs[1]])
+    return [Entry(b, i) for i in range(len(node.inputs))]
+
+
 FULLY_CONNECTED = register(
     OpDef(
         name="FullyConnected",
@@ -101,6 +165,7 @@ FULLY_CONNECTED = register(
         infer_type=same_dtype,
         reference=fully_connected_reference,
         kernels={DENSE: Kernel(fully_connected_lowering)},
+        grad=fully_connected_grad,
         doc="Applies a linear transformation: Y = XWᵀ + b.",
         examples=(
             Example(((4, 5), (3, 5), (3,)), {"num_hidden": 3}),

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nnsym.codegen.spec import KernelCall, Lowered, size
+from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.graph import Entry, Node
+from nnsym.ops.grad import backward_node
 from nnsym.ops.nn.activation import ACTIVATION, elementwise_launch, softmax_launch
 from nnsym.ops.params import Params, field
 from nnsym.ops.registry import (
@@ -21,6 +23,7 @@ from nnsym.ops.registry import (
     Kernel,
     OpDef,
     RuleError,
+    elemwise_shape,
     known,
     prod,
     register,
@@ -99,6 +102,12 @@ def softmax_output_type(p: SoftmaxOutputParams, ins: list, outs: list) -> tuple[
     return [t, t], [t]
 
 
+def forward_dtype_first(p: Params, ins: list, outs: list) -> tuple[list, list]:
+    """Every output takes the first input's dtype (the label keeps its own)."""
+    t = ins[0] if ins[0] is not None else outs[0]
+    return [t, ins[1]], [t] * len(outs)
+
+
 def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
     z = x - np.max(x, axis=axis, keepdims=True, initial=-np.inf)  # initial: empty axes
     e = np.exp(z)
@@ -122,15 +131,64 @@ def softmax_output_reference(
 
 def softmax_output_lowering(call: KernelCall) -> Lowered:
     """The softmax over (outer, L, inner) views of the data, as the reference picks the axis."""
-    p: SoftmaxOutputParams = call.params
-    d = call.in_shapes[0]
+    return Lowered((softmax_launch(call, _softmax_dims(call.params, call.in_shapes[0])),))
+
+
+def _softmax_dims(p: SoftmaxOutputParams, d: tuple[int, ...]) -> tuple[int, int, int]:
+    """(outer, L, inner): the softmax runs over L."""
     if p.multi_output:
-        dims = (d[0], d[1], size(d[2:]))
-    elif p.preserve_shape:
-        dims = (size(d[:-1]), d[-1], 1)
-    else:
-        dims = (d[0], size(d[1:]), 1)
-    return Lowered((softmax_launch(call, dims),))
+        return (d[0], d[1], size(d[2:]))
+    if p.preserve_shape:
+        return (size(d[:-1]), d[-1], 1)
+    return (d[0], size(d[1:]), 1)
+
+
+def softmax_output_backward_lowering(call: KernelCall) -> Lowered:
+    """p = [output, label, data grad]: (softmax - one-hot label) * grad_scale / normalisation."""
+    p: SoftmaxOutputParams = call.params
+    out, label = call.in_shapes
+    if size(out) == 0:
+        return Lowered()
+    spec = KernelSpec.make(
+        "nn/softmax_output_backward.c.j2", dtype=call.out_dtypes[0].name, req=call.out_req(0),
+        prob_label=tuple(label) == tuple(out), use_ignore=p.use_ignore,
+        normalization=p.normalization, smooth=p.smooth_alpha > 0,
+    )
+    ia = (*_softmax_dims(p, out), out[0] if out else 1)
+    return Lowered((Launch(spec, ia, (p.grad_scale, p.ignore_label, p.smooth_alpha)),))
+
+
+def loss_backward_shape(p: Params, ins: list, outs: list) -> tuple[list, list]:
+    """(output, label) -> data grad with the output's shape."""
+    out = ins[0] if ins[0] is not None else outs[0]
+    return [out, ins[1]], [out]
+
+
+BACKWARD_SOFTMAX_OUTPUT = register(
+    OpDef(
+        name="_backward_SoftmaxOutput",
+        params=SoftmaxOutputParams,
+        inputs=("output", "label"),
+        outputs=("data_grad",),
+        infer_shape=loss_backward_shape,
+        infer_type=forward_dtype_first,
+        inplace=((0, 0),),
+        kernels={DENSE: Kernel(softmax_output_backward_lowering)},
+        differentiable=False,
+        doc="Gradient of SoftmaxOutput against its label.",
+    )
+)
+
+
+def loss_grad(backward: OpDef) -> Callable[[Node, list[Entry | None]], list[Entry | None]]:
+    """A loss head's gradient: from its output and label only (incoming gradients ignored);
+    the label gets none."""
+
+    def grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
+        b = backward_node(backward, node, [Entry(node, 0), node.inputs[1]])
+        return [Entry(b, 0), None]
+
+    return grad
 
 
 SOFTMAX_OUTPUT = register(
@@ -143,6 +201,8 @@ SOFTMAX_OUTPUT = register(
         inplace=((0, 0),),
         reference=softmax_output_reference,
         kernels={DENSE: Kernel(softmax_output_lowering)},
+        grad=loss_grad(BACKWARD_SOFTMAX_OUTPUT),
+        loss=True,
         aliases=("Softmax",),
         doc="Softmax with a cross-entropy gradient against the label (a loss head).",
         examples=(
@@ -228,9 +288,47 @@ def sigmoid_lowering(call: KernelCall) -> Lowered:
     return Lowered((elementwise_launch(call, ACTIVATION["sigmoid"].forward),))
 
 
+# Gradient expressions of the regression heads in g (the output) and x (the label).
+REGRESSION_GRAD = {
+    "LinearRegressionOutput": "(g - x) * scale",
+    "LogisticRegressionOutput": "(g - x) * scale",
+    "MAERegressionOutput": "(g > x ? 1 : (g < x ? -1 : 0)) * scale",
+}
+
+
+def regression_backward_lowering(expr: str) -> Callable[[KernelCall], Lowered]:
+    def lower(call: KernelCall) -> Lowered:
+        """p = [output, label, data grad]; scale = grad_scale / (label size / batch), as MXNet."""
+        out, label = call.in_shapes
+        n = size(out)
+        if n == 0:
+            return Lowered()
+        per_row = size(label) // label[0] if label and label[0] else 1
+        spec = KernelSpec.make("elemwise_backward.c.j2", expr=expr, fparams=("scale",),
+                               uses_x=True, uses_y=False, dtype=call.out_dtypes[0].name,
+                               req=call.out_req(0))
+        return Lowered((Launch(spec, (n,), (call.params.grad_scale / max(per_row, 1),)),))
+
+    return lower
+
+
 def _regression_op(
     name: str, fn: Callable[[np.ndarray], np.ndarray], lowering: Callable, doc: str
 ) -> OpDef:
+    backward = register(
+        OpDef(
+            name=f"_backward_{name}",
+            params=RegressionOutputParams,
+            inputs=("output", "label"),
+            outputs=("data_grad",),
+            infer_shape=loss_backward_shape,
+            infer_type=forward_dtype_first,
+            inplace=((0, 0),),
+            kernels={DENSE: Kernel(regression_backward_lowering(REGRESSION_GRAD[name]))},
+            differentiable=False,
+            doc=f"Gradient of {name} against its label.",
+        )
+    )
     return OpDef(
         name=name,
         params=RegressionOutputParams,
@@ -240,6 +338,8 @@ def _regression_op(
         inplace=((0, 0),),
         reference=_regression_reference(fn),
         kernels={DENSE: Kernel(lowering)},
+        grad=loss_grad(backward),
+        loss=True,
         aliases=(f"_sparse_{name}",),
         sparse=True,
         doc=doc,
@@ -309,6 +409,39 @@ def make_loss_reference(p: MakeLossParams, data: np.ndarray) -> np.ndarray:
     return np.array(data, copy=True)
 
 
+def make_loss_backward_lowering(call: KernelCall) -> Lowered:
+    """p = [data, data grad]: grad_scale, normalised by the batch size or the number of valid
+    entries (data > valid_thresh, counted by the kernel)."""
+    p: MakeLossParams = call.params
+    d = call.in_shapes[0]
+    n = size(d)
+    if n == 0:
+        return Lowered()
+    spec = KernelSpec.make("nn/make_loss_backward.c.j2", dtype=call.out_dtypes[0].name,
+                           req=call.out_req(0), normalization=p.normalization)
+    return Lowered((Launch(spec, (n, d[0] if d else 1), (p.grad_scale, p.valid_thresh)),))
+
+
+BACKWARD_MAKE_LOSS = register(
+    OpDef(
+        name="_backward_MakeLoss",
+        params=MakeLossParams,
+        inputs=("data",),
+        outputs=("data_grad",),
+        infer_shape=elemwise_shape,
+        infer_type=same_dtype,
+        kernels={DENSE: Kernel(make_loss_backward_lowering)},
+        differentiable=False,
+        doc="Gradient of MakeLoss: grad_scale, normalised.",
+    )
+)
+
+
+def make_loss_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
+    # NOTE: reads the data only for 'valid' normalisation; otherwise for its shape.
+    return [Entry(backward_node(BACKWARD_MAKE_LOSS, node, [node.inputs[0]]), 0)]
+
+
 MAKE_LOSS = register(
     OpDef(
         name="MakeLoss",
@@ -318,6 +451,8 @@ MAKE_LOSS = register(
         inplace=((0, 0),),
         reference=make_loss_reference,
         kernels={DENSE: Kernel(identity_lowering)},
+        grad=make_loss_grad,
+        loss=True,
         doc="Marks its input as a loss: identity forward, gradient grad_scale (normalised).",
         examples=(
             Example(((2, 3),)),

@@ -1,0 +1,49 @@
+"""``Executor.debug_str()``: the bound graph in MXNet's ``Symbol::Print`` layout, then the memory
+plan's total (MXNet's ``Total N MB allocated`` line, plus the exact byte count)."""
+
+from __future__ import annotations
+
+import bisect
+
+from nnsym.graph import IndexedGraph
+from nnsym.passes.memory import MemoryPlan
+
+
+def debug_str(idx: IndexedGraph, plan: MemoryPlan) -> str:
+    lines = ["Symbol Outputs:"]
+    for i, eid in enumerate(idx.outputs):
+        nid = _node_of(idx, eid)
+        lines.append(f"\toutput[{i}]={idx.nodes[nid].name}({eid - idx.row_ptr[nid]})")
+    mutated = idx.mutable_input_nodes
+    printed: set[int] = set()
+    for node in idx.nodes:
+        if node.op is None:
+            continue
+        for e in node.inputs:
+            vid = idx.node_id(e.node)
+            if e.node.op is None and vid not in printed:
+                printed.add(vid)
+                lines.append(f"Variable:{e.node.name}")
+        lines.append("--------------------")
+        lines.append(f"Op:{node.op.name}, Name={node.name}")
+        lines.append("Inputs:")
+        for j, e in enumerate(node.inputs):
+            ver = ""
+            if e.node.op is None:
+                ver = f" version={1 if idx.node_id(e.node) in mutated else 0}"
+            lines.append(f"\targ[{j}]={e.node.name}({e.index}){ver}")
+        attrs = {k: v for k, v in node.attrs.items() if not k.startswith("__")}
+        if attrs:
+            lines.append("Attrs:")
+            lines.extend(f"\t{k}={attrs[k]}" for k in sorted(attrs))
+        if node.control_deps:
+            lines.append("Control deps:")
+            lines.extend(f"\tcdep[{k}]={d.name}" for k, d in enumerate(node.control_deps))
+    total = plan.total_bytes
+    lines.append(f"Total {total >> 20} MB allocated")
+    lines.append(f"Total {total} bytes allocated in {len(plan.block_bytes)} blocks")
+    return "\n".join(lines) + "\n"
+
+
+def _node_of(idx: IndexedGraph, eid: int) -> int:
+    return bisect.bisect_right(idx.row_ptr, eid) - 1

@@ -1,0 +1,379 @@
+"""The graph executor: ``Symbol.bind`` / ``simple_bind`` build one, ``forward`` and ``backward``
+run it.
+
+Everything is decided at bind time: the gradient graph, shapes and dtypes (the inference
+passes), write modes, the memory plan (storage ids, in-place sharing), every node's kernels
+(compiled in one build), and every array. Forward and backward are then each a flat list of
+prebound kernel calls (function, pointer array, integer and double arguments): no inference,
+allocation or dictionary lookups per call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from nnsym.codegen import compiler
+from nnsym.codegen.spec import KernelCall, Lowered
+from nnsym.context import Context, cpu
+from nnsym.errors import NNSymError, ShapeError
+from nnsym.graph import Entry, Graph, GraphAttrs, Node, dfs_post_order, variable
+from nnsym.ndarray.ndarray import NDArray
+from nnsym.ops.registry import DENSE, get_op
+from nnsym.passes.gradient import gradient
+from nnsym.passes.infer import infer_shape, infer_type
+from nnsym.passes.manager import run_passes
+from nnsym.passes.memory import EXTERNAL, VARIABLE, MemoryPlan, plan_memory
+from nnsym.runtime.imperative import NoKernelError
+from nnsym.types import shape_str
+
+GRAD_REQS = ("null", "write", "add")
+FFI = compiler.FFI
+# Operators whose training behaviour the executor cannot give yet: running them with
+# is_train=True would silently compute their inference form.
+_TRAIN_MODE_OPS = {"Dropout", "BatchNorm"}
+
+
+class BindError(NNSymError):
+    """Arrays, gradient requests or head gradients that do not fit the symbol."""
+
+
+def _as_list(what: str, names: list[str], given: Any, allow_none: bool) -> list[Any]:
+    """Arrays by position (a list of exactly ``len(names)``) or by name (a dict)."""
+    if given is None:
+        return [None] * len(names)
+    if isinstance(given, Mapping):
+        unknown = set(given) - set(names)
+        if unknown:
+            raise BindError(f"{what}: unknown name(s) {sorted(unknown)}; expected {names}")
+        out = [given.get(n) for n in names]
+        if not allow_none:
+            missing = [n for n, v in zip(names, out) if v is None]
+            if missing:
+                raise BindError(f"key `{missing[0]}` is missing in `{what}`")
+        return out
+    out = list(given)
+    if len(out) != len(names):
+        raise BindError(f"{what}: {len(out)} arrays given for {len(names)} names {names}")
+    return out
+
+
+def _reqs(grad_req: Any, names: list[str], grads: list[Any]) -> list[str]:
+    if isinstance(grad_req, str):
+        reqs = [grad_req] * len(names)
+    elif isinstance(grad_req, Mapping):
+        reqs = [grad_req.get(n, "null") for n in names]
+    else:
+        reqs = list(grad_req)
+        if len(reqs) != len(names):
+            raise BindError(f"grad_req: {len(reqs)} values for {len(names)} arguments")
+    for n, r in zip(names, reqs):
+        if r not in GRAD_REQS:
+            raise BindError(f"grad_req {r!r} for {n!r}: expected one of {GRAD_REQS}")
+    return [("null" if g is None else r) for r, g in zip(reqs, grads)]
+
+
+class Executor:
+    """A bound symbol: arrays for arguments, gradients, auxiliary states and outputs, and the
+    prebound kernel calls of forward and backward."""
+
+    def __init__(self, symbol: Any, ctx: Context | None, args: Any, args_grad: Any = None,
+                 grad_req: Any = "write", aux_states: Any = None):
+        self._symbol = symbol
+        self._ctx = ctx or cpu()
+        if self._ctx.device_type != "cpu":
+            raise NNSymError("only cpu contexts can be bound here (the CUDA backend comes later)")
+        arg_names = symbol.list_arguments()
+        aux_names = symbol.list_auxiliary_states()
+        self.arg_arrays: list[NDArray] = _as_list("args", arg_names, args, False)
+        grads = _as_list("args_grad", arg_names, args_grad, True)
+        self.aux_arrays: list[NDArray] = _as_list("aux_states", aux_names, aux_states, False)
+        for what, arrs in (("args", self.arg_arrays), ("aux_states", self.aux_arrays)):
+            for a in arrs:
+                if not isinstance(a, NDArray):
+                    raise BindError(f"{what}: expected NDArrays, got {type(a).__name__}")
+        self._reqs = _reqs(grad_req, arg_names, grads)
+        self.grad_arrays: list[NDArray | None] = [
+            g if r != "null" else None for g, r in zip(grads, self._reqs)
+        ]
+        self._build()
+
+    # ------------------------------------------------------------------ building
+    def _build(self) -> None:
+        sym = self._symbol
+        sidx = sym.index
+        arg_nodes = [i for i in sidx.input_nodes if i not in sidx.mutable_input_nodes]
+        aux_nodes = [i for i in sidx.input_nodes if i in sidx.mutable_input_nodes]
+        outputs = list(sym.outputs)
+
+        # Forward inference from the bound arrays (head gradients take the outputs' shapes).
+        seeds_s: list[Any] = [None] * sidx.num_entries
+        seeds_t: list[Any] = [None] * sidx.num_entries
+        for nid, arr in zip(arg_nodes + aux_nodes, self.arg_arrays + self.aux_arrays):
+            seeds_s[sidx.row_ptr[nid]] = tuple(arr.shape)
+            seeds_t[sidx.row_ptr[nid]] = np.dtype(arr.dtype)
+        fg = run_passes(sym.graph(shape=tuple(seeds_s), dtype=tuple(seeds_t)),
+                        [infer_shape, infer_type])
+        assert fg.attrs.shape is not None and fg.attrs.dtype is not None
+        out_shapes = [fg.attrs.shape[e] for e in sidx.outputs]
+        out_dtypes = [fg.attrs.dtype[e] for e in sidx.outputs]
+
+        # The gradient graph.
+        xs = [Entry(sidx.nodes[nid]) for nid, r in zip(arg_nodes, self._reqs) if r != "null"]
+        self._head_nodes: list[Node | None] = []
+        heads: list[Entry | None] = []
+        for i, e in enumerate(outputs):
+            if xs and not (e.node.op is not None and e.node.op.loss):
+                h = variable(f"_head_grad_{i}")
+                self._head_nodes.append(h)
+                heads.append(Entry(h))
+            else:
+                self._head_nodes.append(None)
+                heads.append(None)
+        grads = gradient(outputs, xs, heads) if xs else []
+        grads = self._own_gradient_entries(grads)
+        g = Graph(tuple(outputs + grads))
+        idx = g.index
+        self._idx = idx
+        self._num_fwd_outputs = len(outputs)
+
+        # Whole-graph inference, seeded with everything known.
+        n = idx.num_entries
+        s_seed: list[Any] = [None] * n
+        t_seed: list[Any] = [None] * n
+        var_ids = {id(sidx.nodes[nid]): a for nid, a in
+                   zip(arg_nodes + aux_nodes, self.arg_arrays + self.aux_arrays)}
+        for nid in idx.input_nodes:
+            node = idx.nodes[nid]
+            eid = idx.row_ptr[nid]
+            if id(node) in var_ids:
+                a = var_ids[id(node)]
+                s_seed[eid], t_seed[eid] = tuple(a.shape), np.dtype(a.dtype)
+            elif node in self._head_nodes:
+                k = self._head_nodes.index(node)
+                s_seed[eid], t_seed[eid] = out_shapes[k], out_dtypes[k]
+        g = run_passes(Graph(g.outputs, GraphAttrs(shape=tuple(s_seed), dtype=tuple(t_seed))),
+                       [infer_shape, infer_type])
+        assert g.attrs.shape is not None and g.attrs.dtype is not None
+        shapes: list[tuple[int, ...]] = []
+        for eid, s in enumerate(g.attrs.shape):
+            if s is None or any(d is None for d in s):
+                raise ShapeError(f"cannot bind: entry {eid} has undecided shape {shape_str(s)}")
+            shapes.append(tuple(int(d or 0) for d in s))
+        dtypes = [np.dtype(t) for t in g.attrs.dtype]
+        self._shapes, self._dtypes = shapes, dtypes
+
+        # Write modes: gradient outputs take the user's request, everything else writes.
+        grad_eids = [idx.entry_id(e) for e in grads]
+        user_req = [r for r in self._reqs if r != "null"]
+        external = dict(zip(grad_eids, user_req))
+        fwd_nodes = {id(nd) for nd in dfs_post_order(outputs)}
+
+        lowered: dict[int, tuple[KernelCall, Lowered]] = {}
+        views: dict[int, dict[int, int]] = {}
+        for nid, node in enumerate(idx.nodes):
+            if node.op is None:
+                continue
+            kernel = node.op.kernels.get(DENSE)
+            if kernel is None:
+                raise NoKernelError(f"node {node.name!r}: operator {node.op.name} has no dense "
+                                    "kernel")
+            ins = idx.input_entries[nid]
+            outs = list(idx.output_entries(nid))
+            reqs = tuple(external.get(o, "write") for o in outs)
+            req = reqs[0] if len(set(reqs)) == 1 else "write"
+            call = KernelCall(node.params, tuple(shapes[e] for e in ins),
+                              tuple(dtypes[e] for e in ins), tuple(shapes[e] for e in outs),
+                              tuple(dtypes[e] for e in outs), req,
+                              None if len(set(reqs)) == 1 else reqs)
+            low = kernel.lower(call)
+            lowered[nid] = (call, low)
+            if low.views:
+                views[nid] = dict(low.views)
+        self._plan = plan_memory(idx, shapes, dtypes, set(external), views)
+
+        # Arrays: the caller's for variables and gradient outputs, pool views for the rest.
+        arrays: list[np.ndarray | None] = [None] * n
+        for nid in idx.input_nodes:
+            node = idx.nodes[nid]
+            eid = idx.row_ptr[nid]
+            if id(node) in var_ids:
+                arrays[eid] = var_ids[id(node)]._data
+        self._head_arrays: list[NDArray | None] = []  # None: a loss output, or no gradient
+        in_graph = {id(nd) for nd in idx.nodes}
+        for hn in self._head_nodes:
+            if hn is not None and id(hn) in in_graph:
+                eid = idx.row_ptr[idx.node_id(hn)]
+                head = np.zeros(shapes[eid], dtypes[eid])
+                arrays[eid] = head
+                self._head_arrays.append(NDArray(head, self._ctx))
+            else:
+                self._head_arrays.append(None)
+        wanted = [(name, gnd) for name, gnd, r in
+                  zip(sym.list_arguments(), self.grad_arrays, self._reqs) if r != "null"]
+        for eid, (name, gnd) in zip(grad_eids, wanted):
+            assert gnd is not None
+            if tuple(gnd.shape) != shapes[eid] or np.dtype(gnd.dtype) != dtypes[eid]:
+                raise BindError(
+                    f"gradient array for {name!r} has shape {gnd.shape} "
+                    f"{np.dtype(gnd.dtype).name}; the argument needs {shapes[eid]} "
+                    f"{dtypes[eid].name}"
+                )
+            arrays[eid] = gnd._data
+        self._pools = [np.empty(max(b, 1), np.uint8) for b in self._plan.block_bytes]
+        for nid, node in enumerate(idx.nodes):
+            if node.op is None:
+                continue
+            ins = idx.input_entries[nid]
+            for oi, o in enumerate(idx.output_entries(nid)):
+                b = self._plan.storage_id[o]
+                if o in self._plan.views:
+                    src = arrays[ins[views[nid][oi]]]
+                    assert src is not None
+                    arrays[o] = src.reshape(shapes[o])
+                elif b >= 0:
+                    cnt = int(np.prod(shapes[o], dtype=np.int64))
+                    arrays[o] = np.frombuffer(self._pools[b], dtypes[o], cnt).reshape(shapes[o])
+        self._arrays = arrays
+
+        # Kernels: one build for all, then prebound calls.
+        specs = [ln.spec for _, low in lowered.values() for ln in low.launches]
+        funcs = iter(compiler.functions(specs))
+        self._workspaces: list[np.ndarray] = []
+        fwd_calls: list[tuple[Any, Any, Any, Any]] = []
+        bwd_calls: list[tuple[Any, Any, Any, Any]] = []
+        self._keep: list[Any] = []
+        for nid, (_, low) in lowered.items():
+            ins = idx.input_entries[nid]
+            outs = [o for oi, o in enumerate(idx.output_entries(nid))
+                    if oi not in views.get(nid, {})]
+            ptrs = [arrays[e] for e in ins] + [arrays[o] for o in outs]
+            target = fwd_calls if id(idx.nodes[nid]) in fwd_nodes else bwd_calls
+            for ln in low.launches:
+                fn = next(funcs)
+                p_list = [FFI.cast("void *", a.ctypes.data) for a in ptrs]  # type: ignore[union-attr]
+                if ln.workspace:
+                    ws = np.empty(ln.workspace, np.uint8)
+                    self._workspaces.append(ws)
+                    p_list.append(FFI.cast("void *", ws.ctypes.data))
+                p = FFI.new("void *[]", p_list)
+                ia = FFI.new("int64_t[]", list(ln.ia) or [0])
+                fa = FFI.new("double[]", list(ln.fa) or [0.0])
+                self._keep.append((p, ia, fa))
+                target.append((fn, p, ia, fa))
+        self._fwd_calls = fwd_calls
+        self._bwd_calls = bwd_calls
+        self._train_mode_ops = sorted({nd.op.name for nd in idx.nodes
+                                       if nd.op is not None and nd.op.name in _TRAIN_MODE_OPS})
+        self.outputs = [NDArray(arrays[e], self._ctx) for e in idx.outputs[: len(outputs)]]  # type: ignore[arg-type]
+
+    def _own_gradient_entries(self, grads: list[Entry]) -> list[Entry]:
+        """Each gradient output must be a node output this executor can write into the caller's
+        array: a variable (a head gradient passed straight through), an entry already claimed
+        by another argument, or a view gets a ``_copy`` node (MXNet does the same)."""
+        copy_op = get_op("_copy")
+        params, _ = copy_op.parse_params({})
+        seen: set[tuple[int, int]] = set()
+        out = []
+        names = [n for n, r in zip(self._symbol.list_arguments(), self._reqs) if r != "null"]
+        for name, e in zip(names, grads):
+            key = (id(e.node), e.index)
+            if e.node.op is None or key in seen or e.node.op.inplace_identity:
+                e = Entry(Node(copy_op, f"{name}_grad_copy", params, (e,)), 0)
+                key = (id(e.node), 0)
+            seen.add(key)
+            out.append(e)
+        return out
+
+    # ------------------------------------------------------------------ running
+    def forward(self, is_train: bool = False, **kwargs: Any) -> list[NDArray]:
+        """Run forward; keyword arrays are copied into the arguments first. Returns ``outputs``
+        (the same storage every call: copy what must outlive the next forward)."""
+        if kwargs:
+            names = self._symbol.list_arguments()
+            for k, v in kwargs.items():
+                if k not in names:
+                    raise TypeError(f"Unknown argument {k!r}; arguments: {names}")
+                dst = self.arg_arrays[names.index(k)]
+                src = v._data if isinstance(v, NDArray) else np.asarray(v)
+                if tuple(src.shape) != tuple(dst.shape):
+                    raise ShapeError(f"Shape not match! Argument {k}, need: {dst.shape}, "
+                                     f"received: {tuple(src.shape)}")
+                dst._data[...] = src
+        if is_train and self._train_mode_ops:
+            raise NNSymError(
+                f"forward(is_train=True) with {', '.join(self._train_mode_ops)}: their training "
+                "behaviour (dropout masks, batch statistics) is not implemented in the executor "
+                "yet; use is_train=False"
+            )
+        for fn, p, ia, fa in self._fwd_calls:
+            fn(p, ia, fa)
+        return list(self.outputs)
+
+    def backward(self, out_grads: Any = None, is_train: bool = True) -> None:
+        """Run backward: gradients written into (or, for grad_req 'add', added to) grad_arrays.
+        ``out_grads``: head gradients for the non-loss outputs (an NDArray, a list or a dict
+        by output name)."""
+        names = self._symbol.list_outputs()
+        if isinstance(out_grads, NDArray):
+            out_grads = [out_grads]
+        if isinstance(out_grads, Mapping):
+            out_grads = [out_grads.get(n) for n in names]
+        if out_grads is not None and len(out_grads) != len(names):
+            raise BindError(f"backward: {len(out_grads)} head gradients for {len(names)} "
+                            f"outputs {names}")
+        for k, h in enumerate(self._head_arrays):
+            if h is None:
+                continue
+            given = None if out_grads is None else out_grads[k]
+            if given is None:
+                raise BindError(
+                    f"output {names[k]!r} is not a loss: its head gradient is required when "
+                    "calling backward (or make it a loss with MakeLoss)"
+                )
+            src = given._data if isinstance(given, NDArray) else np.asarray(given)
+            if tuple(src.shape) != h.shape:
+                raise ShapeError(f"head gradient for {names[k]!r} has shape {tuple(src.shape)}, "
+                                 f"the output has {h.shape}")
+            h._data[...] = src
+        for fn, p, ia, fa in self._bwd_calls:
+            fn(p, ia, fa)
+
+    # ------------------------------------------------------------------ views of the state
+    @property
+    def arg_dict(self) -> dict[str, NDArray]:
+        return _named(self._symbol.list_arguments(), self.arg_arrays)
+
+    @property
+    def grad_dict(self) -> dict[str, NDArray | None]:
+        return _named(self._symbol.list_arguments(), self.grad_arrays)
+
+    @property
+    def aux_dict(self) -> dict[str, NDArray]:
+        return _named(self._symbol.list_auxiliary_states(), self.aux_arrays)
+
+    @property
+    def output_dict(self) -> dict[str, NDArray]:
+        return _named(self._symbol.list_outputs(), self.outputs)
+
+    @property
+    def plan(self) -> MemoryPlan:
+        return self._plan
+
+    def debug_str(self) -> str:
+        """The bound graph (forward and backward) in MXNet's layout, then the planned total."""
+        from nnsym.runtime.debug import debug_str
+
+        return debug_str(self._idx, self._plan)
+
+
+def _named(names: Sequence[str], arrays: Sequence[Any]) -> dict[str, Any]:
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if list(names).count(n) > 1})
+        raise ValueError(f"duplicate names {dup}: use the array lists instead")
+    return dict(zip(names, arrays))
+
+
+__all__ = ["EXTERNAL", "VARIABLE", "BindError", "Executor"]
