@@ -95,9 +95,19 @@ def test_demo_runs_and_writes_json(tmp_path, capsys):
     diffs = re.findall(r"largest difference from the numpy references ([0-9.e+-]+)", text)
     assert len(diffs) == 2 and all(float(d) < 1e-5 for d in diffs)
     assert text.count("rows sum to 1.0000") == 2
+    assert "epoch 5/5" in text
     for name in ("mlp", "convnet"):
         s = sym.load(tmp_path / f"{name}-symbol.json")
         assert s.list_outputs() == ["softmax_output"]
+
+
+def test_demo_training_learns():
+    from nnsym.cli import demo_train
+
+    hist = demo_train(epochs=3)
+    losses, accs = zip(*hist)
+    assert losses[0] > losses[1] > losses[2]
+    assert accs[-1] > 0.4 and accs[-1] > accs[0]  # chance is 0.1
 
 
 def test_module_help():

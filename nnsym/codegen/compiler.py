@@ -140,7 +140,7 @@ def _cython_blas() -> Any:
     return cython_blas
 
 
-def _blas_pointers() -> tuple[int, int]:
+def _blas_pointers() -> tuple[int, int, int, int]:
     global _BLAS_MODULE
     _BLAS_MODULE = _cython_blas()  # kept referenced while its function pointers are in use
     caps = _BLAS_MODULE.__pyx_capi__
@@ -151,17 +151,17 @@ def _blas_pointers() -> tuple[int, int]:
     get_ptr.restype = ctypes.c_void_p
     get_ptr.argtypes = [ctypes.py_object, ctypes.c_char_p]
     ptrs = []
-    for n in ("sgemm", "dgemm"):
+    for n in ("sgemm", "dgemm", "sgemv", "dgemv"):
         cap = caps[n]
         ptrs.append(int(get_ptr(cap, get_name(cap))))
-    return ptrs[0], ptrs[1]
+    return ptrs[0], ptrs[1], ptrs[2], ptrs[3]
 
 
 _BLAS_MODULE: Any = None
-_BLAS: tuple[int, int] | None = None
+_BLAS: tuple[int, int, int, int] | None = None
 
 
-def blas() -> tuple[int, int]:
+def blas() -> tuple[int, int, int, int]:
     global _BLAS
     if _BLAS is None:
         _BLAS = _blas_pointers()
@@ -199,7 +199,7 @@ def _load(specs: list[KernelSpec]) -> None:
     vm = vector_math()
     source = render_unit(specs, vm)
     cdef = "\n".join([signature(s.name) for s in specs] +
-                     ["void nnsym_set_blas(void *s, void *d);"])
+                     ["void nnsym_set_blas(void *s, void *d, void *sv, void *dv);"])
     fl, lf = flags(), link_flags()
     key = library_key(source, fl, lf, cdef=cdef)
     if key in _LIBS:
@@ -212,8 +212,7 @@ def _load(specs: list[KernelSpec]) -> None:
                 lib = FFI.dlopen(str(entry / "lib.so"))
             except OSError as e:
                 raise CompileError(f"cannot load compiled kernels {entry}: {e}") from None
-            s, d = blas()
-            lib.nnsym_set_blas(FFI.cast("void *", s), FFI.cast("void *", d))
+            lib.nnsym_set_blas(*(FFI.cast("void *", ptr) for ptr in blas()))
             _LIBS[key] = lib
     with _CFFI_LOCK:
         for spec in specs:

@@ -115,7 +115,8 @@ class KernelCall:
     out_dtypes: tuple[np.dtype, ...]
     req: str = "write"  # "write" | "add"
     # Per-output write modes where they differ (a backward node writing one gradient into a
-    # scratch buffer and accumulating another into a user's array); None: ``req`` for all.
+    # scratch buffer and accumulating another into a user's array, or "null" for an output
+    # nobody reads, which a lowering may skip); None: ``req`` for all.
     reqs: tuple[str, ...] | None = None
 
     def out_req(self, i: int) -> str:

@@ -75,12 +75,9 @@ class _Pool:
         bisect.insort(self.free, (self.sizes[b], b))
 
 
-def plan_memory(idx: IndexedGraph, shapes: Sequence[tuple[int, ...]], dtypes: Sequence[np.dtype],
-                external: set[int], views: Mapping[int, Mapping[int, int]]) -> MemoryPlan:
-    """Storage ids for every entry of ``idx``. ``external``: entries written into the caller's
-    arrays; ``views``: per node id, {output index: input index} of outputs that are views."""
-    n = idx.num_entries
-    readers = [0] * n
+def entry_readers(idx: IndexedGraph) -> list[int]:
+    """Per entry: node inputs that read it (shape-only inputs do not count) plus graph outputs."""
+    readers = [0] * idx.num_entries
     for nid, node in enumerate(idx.nodes):
         if node.op is None:
             continue
@@ -90,6 +87,15 @@ def plan_memory(idx: IndexedGraph, shapes: Sequence[tuple[int, ...]], dtypes: Se
                 readers[eid] += 1
     for eid in idx.outputs:
         readers[eid] += 1
+    return readers
+
+
+def plan_memory(idx: IndexedGraph, shapes: Sequence[tuple[int, ...]], dtypes: Sequence[np.dtype],
+                external: set[int], views: Mapping[int, Mapping[int, int]]) -> MemoryPlan:
+    """Storage ids for every entry of ``idx``. ``external``: entries written into the caller's
+    arrays; ``views``: per node id, {output index: input index} of outputs that are views."""
+    n = idx.num_entries
+    readers = entry_readers(idx)
 
     sid = [VARIABLE] * n
     inplace = [-1] * n

@@ -25,7 +25,7 @@ from nnsym.ops.registry import DENSE, get_op
 from nnsym.passes.gradient import gradient
 from nnsym.passes.infer import infer_shape, infer_type
 from nnsym.passes.manager import run_passes
-from nnsym.passes.memory import EXTERNAL, VARIABLE, MemoryPlan, plan_memory
+from nnsym.passes.memory import EXTERNAL, VARIABLE, MemoryPlan, entry_readers, plan_memory
 from nnsym.runtime.imperative import NoKernelError
 from nnsym.types import shape_str
 
@@ -171,6 +171,10 @@ class Executor:
         external = dict(zip(grad_eids, user_req))
         fwd_nodes = {id(nd) for nd in dfs_post_order(outputs)}
 
+        # Outputs nobody reads get 'null' (MXNet's kNullOp): backward nodes skip computing
+        # them (the data gradient of a first layer); a node none of whose outputs is read
+        # does not run at all.
+        readers = entry_readers(idx)
         lowered: dict[int, tuple[KernelCall, Lowered]] = {}
         views: dict[int, dict[int, int]] = {}
         for nid, node in enumerate(idx.nodes):
@@ -182,7 +186,9 @@ class Executor:
                                     "kernel")
             ins = idx.input_entries[nid]
             outs = list(idx.output_entries(nid))
-            reqs = tuple(external.get(o, "write") for o in outs)
+            reqs = tuple(external.get(o, "write" if readers[o] else "null") for o in outs)
+            if all(r == "null" for r in reqs):
+                continue
             req = reqs[0] if len(set(reqs)) == 1 else "write"
             call = KernelCall(node.params, tuple(shapes[e] for e in ins),
                               tuple(dtypes[e] for e in ins), tuple(shapes[e] for e in outs),

@@ -116,13 +116,14 @@ def fully_connected_backward_lowering(call: KernelCall) -> Lowered:
     n = p.num_hidden
     dt = call.out_dtypes[0]
     ws = 3 + len(call.out_shapes)
-    launches = [
-        gemm_launch(dt, call.out_req(0), batch=1, m=m, n=k, k=n, ta=False, tb=False,
-                    slots=(0, 2, 3, ws)),
-        gemm_launch(dt, call.out_req(1), batch=1, m=n, n=k, k=m, ta=True, tb=False,
-                    slots=(0, 1, 4, ws)),
-    ]
-    if not p.no_bias:
+    launches = []
+    if call.out_req(0) != "null":  # an unread data gradient (a first layer's) is not computed
+        launches.append(gemm_launch(dt, call.out_req(0), batch=1, m=m, n=k, k=n, ta=False,
+                                    tb=False, slots=(0, 2, 3, ws)))
+    if call.out_req(1) != "null":
+        launches.append(gemm_launch(dt, call.out_req(1), batch=1, m=n, n=k, k=m, ta=True,
+                                    tb=False, slots=(0, 1, 4, ws)))
+    if not p.no_bias and call.out_req(2) != "null":
         spec = KernelSpec.make("nn/fc_bias_grad.c.j2", dtype=dt.name, req=call.out_req(2),
                                slot_g=0, slot_out=5)
         launches.append(Launch(spec, (m, n)))
