@@ -10,6 +10,7 @@ and an empty ``axis`` reduces everything even when ``exclude`` is set.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -18,14 +19,17 @@ import numpy as np
 
 from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, comptype, size
 from nnsym.errors import OperatorParamError
+from nnsym.graph import Entry, Node
 from nnsym.ops.elemwise import (
     BINARY_BY_NAME,
     binary_kernel,
     binary_reference,
+    broadcast_rows,
     is_integer,
     trunc_div,
 )
-from nnsym.ops.params import Params, field
+from nnsym.ops.grad import GradFn, backward_node
+from nnsym.ops.params import NoParams, Params, field
 from nnsym.ops.registry import (
     DENSE,
     Example,
@@ -457,6 +461,115 @@ def _norm_lowering(call: KernelCall) -> Lowered:
 
 
 # ---------------------------------------------------------------------------------------------
+# Gradients (broadcast_reduce_backward.c.j2): a broadcasting operator's gradient sums over the
+# broadcast axes; a sum/mean spreads the output gradient back over the reduced axes.
+
+
+def _grad_launch(kind: str, call: KernelCall, rows: list[tuple[int, int, int]],
+                 extra: tuple[int, ...] = (), fa: tuple[float, ...] = (), **lit: Any) -> Launch:
+    spec = KernelSpec.make("broadcast_reduce_backward.c.j2", kind=kind, nd=len(rows),
+                           dtype=call.out_dtypes[0].name, **lit)
+    ia = (*(r[0] for r in rows), *(r[1] for r in rows),
+          *((r[2] for r in rows) if kind == "binary" else ()), *extra)
+    return Launch(spec, ia, fa)
+
+
+def broadcast_binary_gradient(name: str, exprs: tuple[str, str]) -> GradFn:
+    """``_backward_<name>(ograd, lhs, rhs[, output]) -> (lhs grad, rhs grad)``: the same-shape
+    operator's derivative expressions, summed over each input's broadcast axes."""
+    uses_y = any(re.search(r"\by\b", e) for e in exprs)
+
+    def lower(call: KernelCall) -> Lowered:
+        out, lhs, rhs = call.in_shapes[:3]
+        rows = broadcast_rows(out, lhs, rhs)
+        return Lowered((_grad_launch(
+            "binary", call, rows, (size(lhs), size(rhs)), expr_a=exprs[0], expr_b=exprs[1],
+            uses_y=uses_y, req_a=call.out_req(0), req_b=call.out_req(1)),))
+
+    op = register(OpDef(
+        name=f"_backward_{name}",
+        inputs=("ograd", "lhs", "rhs") + (("output",) if uses_y else ()),
+        outputs=("lhs_grad", "rhs_grad"),
+        infer_shape=lambda p, ins, outs: (list(ins), [ins[1] or outs[0], ins[2] or outs[1]]),
+        infer_type=same_dtype,
+        kernels={DENSE: Kernel(lower)},
+        differentiable=False,
+        doc=f"Gradient of {name}: ({exprs[0]}, {exprs[1]}) summed over broadcast axes.",
+    ))
+
+    def grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
+        g = ograds[0]
+        assert g is not None
+        ins = [g, node.inputs[0], node.inputs[1]] + ([Entry(node, 0)] if uses_y else [])
+        b = backward_node(op, node, ins)
+        return [Entry(b, 0), Entry(b, 1)]
+
+    return grad
+
+
+def _like_data_shape(p: Any, ins: list, outs: list) -> tuple[list, list]:
+    """(ograd, data) -> data grad shaped as the data (read for its shape only)."""
+    like = ins[1] if ins[1] is not None else outs[0]
+    return [ins[0], like], [like]
+
+
+def _shape_only_gradient(name: str, params: type[Params], lower: Any, doc: str) -> GradFn:
+    """``_backward_<name>(ograd, data) -> data grad``, the data read for its shape only."""
+    op = register(OpDef(
+        name=f"_backward_{name}",
+        params=params,
+        inputs=("ograd", "data"),
+        outputs=("data_grad",),
+        infer_shape=_like_data_shape,
+        infer_type=same_dtype,
+        ignore_inputs=(1,),
+        kernels={DENSE: Kernel(lower)},
+        differentiable=False,
+        doc=doc,
+    ))
+
+    def grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
+        g = ograds[0]
+        assert g is not None
+        own = node.params if isinstance(node.params, params) else op.parse_params({})[0]
+        return [Entry(backward_node(op, node, [g, node.inputs[0]], own), 0)]
+
+    return grad
+
+
+def _broadcast_copy_backward(call: KernelCall) -> Lowered:
+    """Sum the output gradient over the axes the input was broadcast along."""
+    g, data = call.in_shapes
+    rows = broadcast_rows(g, data, g)
+    return Lowered((_grad_launch("reduce", call, rows, (size(data),), req=call.out_req(0)),))
+
+
+def _reduce_backward(mean: bool) -> Any:
+    def lower(call: KernelCall) -> Lowered:
+        """Spread the gradient over the reduced axes (divided by their size for mean)."""
+        p: ReduceAxesParams = call.params
+        data = call.in_shapes[1]
+        kept = tuple(d or 0 for d in reduce_out_shape(data, p.axis, True, p.exclude))
+        rows = broadcast_rows(data, kept, data)
+        n_red = size(data) // max(size(kept), 1) if size(kept) else 0
+        scale = 1.0 / n_red if mean and n_red else 1.0
+        return Lowered((_grad_launch("spread", call, rows, fa=(scale,), req=call.out_req(0)),))
+
+    return lower
+
+
+REDUCE_GRADS: dict[str, GradFn] = {
+    "sum": _shape_only_gradient("sum", ReduceAxesParams, _reduce_backward(False),
+                                "Gradient of sum: the output gradient spread over the axes."),
+    "mean": _shape_only_gradient("mean", ReduceAxesParams, _reduce_backward(True),
+                                 "Gradient of mean: the output gradient / n over the axes."),
+}
+BROADCAST_TO_GRAD = _shape_only_gradient(
+    "broadcast_to", NoParams, _broadcast_copy_backward,
+    "Gradient of broadcast_to and broadcast_axis: summed over the broadcast axes.")
+
+
+# ---------------------------------------------------------------------------------------------
 # Registration
 
 BROADCAST_OPS: dict[str, OpDef] = {}
@@ -471,6 +584,7 @@ for _row in BROADCAST:
             inplace=((0, 0), (1, 0)),
             expr=_ew.expr,
             kernels={DENSE: binary_kernel(_ew.name, _ew.expr)},
+            grad=broadcast_binary_gradient(_row.name, _ew.grad),
             sparse=_row.sparse,
             reference=binary_reference(_ew.ref),
             aliases=_row.aliases,
@@ -487,6 +601,7 @@ BROADCAST_TO = register(
         infer_shape=broadcast_to_shape,
         infer_type=same_dtype,
         kernels={DENSE: Kernel(_broadcast_copy)},
+        grad=BROADCAST_TO_GRAD,
         reference=broadcast_to_reference,
         doc="Broadcasts size-1 dimensions of the input to the given shape.",
         examples=(
@@ -507,6 +622,7 @@ BROADCAST_AXIS = register(
         infer_shape=broadcast_axis_shape,
         infer_type=same_dtype,
         kernels={DENSE: Kernel(_broadcast_copy)},
+        grad=BROADCAST_TO_GRAD,
         reference=broadcast_axis_reference,
         aliases=("broadcast_axes",),
         doc="Broadcasts the input along the given size-1 axes.",
@@ -529,6 +645,7 @@ REDUCE_OPS: dict[str, OpDef] = {
             infer_shape=reduce_shape,
             infer_type=same_dtype,
             kernels={DENSE: _reduce_kernel(row.name)},
+            grad=REDUCE_GRADS.get(row.name),
             reference=_reduce_reference(row.fn),
             aliases=row.aliases,
             sparse=row.sparse,

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.graph import Entry, Node
+from nnsym.ops.grad import backward_node
 from nnsym.ops.params import Params, field
 from nnsym.ops.registry import DENSE, Example, Kernel, OpDef, RuleError, register, same_dtype
 from nnsym.types import Shape, shape_str
@@ -132,18 +135,74 @@ def gemm_launch(
     return Launch(spec, ia=ia, workspace=ws)
 
 
-def dot_lowering(call: KernelCall) -> Lowered:
-    p: DotParams = call.params
-    a, b = call.in_shapes
+def dot_dims(p: DotParams, a: tuple[int, ...],
+             b: tuple[int, ...]) -> tuple[int, int, int, int, bool, bool]:
+    """(batch, m, n, k, ta, tb) of dot as one GEMM."""
     if len(a) == 1 and len(b) == 1:
-        m, n, k, ta, tb = 1, 1, a[0], False, False
-    else:
-        ta, tb = p.transpose_a, p.transpose_b
-        k = a[0] if ta else a[-1]
-        m = size(a[1:] if ta else a[:-1])  # a 1-D operand keeps nothing: 1 row (column)
-        n = size(b[:-1] if tb else b[1:])
-    launch = gemm_launch(call.out_dtypes[0], call.req, batch=1, m=m, n=n, k=k, ta=ta, tb=tb)
+        return 1, 1, 1, a[0], False, False
+    ta, tb = p.transpose_a, p.transpose_b
+    k = a[0] if ta else a[-1]
+    m = size(a[1:] if ta else a[:-1])  # a 1-D operand keeps nothing: 1 row (column)
+    n = size(b[:-1] if tb else b[1:])
+    return 1, m, n, k, ta, tb
+
+
+def dot_lowering(call: KernelCall) -> Lowered:
+    batch, m, n, k, ta, tb = dot_dims(call.params, *call.in_shapes)
+    launch = gemm_launch(call.out_dtypes[0], call.req, batch=batch, m=m, n=n, k=k, ta=ta, tb=tb)
     return Lowered((launch,))
+
+
+def dot_backward_lowering(dims: Any) -> Any:
+    """(lhs grad, rhs grad) of ``C = op(A) . op(B)`` as two GEMMs over the forward operands.
+    p = [ograd, lhs, rhs, lhs grad, rhs grad, (workspace)]."""
+
+    def lower(call: KernelCall) -> Lowered:
+        _, a, b = call.in_shapes
+        batch, m, n, k, ta, tb = dims(call.params, a, b)
+        dt = call.out_dtypes[0]
+        launches = []
+        if call.out_req(0) != "null":
+            if not ta:  # dA[m,k] = G[m,n] . op(B)ᵀ
+                launches.append(gemm_launch(dt, call.out_req(0), batch=batch, m=m, n=k, k=n,
+                                            ta=False, tb=not tb, slots=(0, 2, 3, 5)))
+            else:  # dA stored [k,m] = op(B)[k,n] . Gᵀ
+                launches.append(gemm_launch(dt, call.out_req(0), batch=batch, m=k, n=m, k=n,
+                                            ta=tb, tb=True, slots=(2, 0, 3, 5)))
+        if call.out_req(1) != "null":
+            if not tb:  # dB[k,n] = op(A)ᵀ[k,m] . G[m,n]
+                launches.append(gemm_launch(dt, call.out_req(1), batch=batch, m=k, n=n, k=m,
+                                            ta=not ta, tb=False, slots=(1, 0, 4, 5)))
+            else:  # dB stored [n,k] = Gᵀ[n,m] . op(A)[m,k]
+                launches.append(gemm_launch(dt, call.out_req(1), batch=batch, m=n, n=k, k=m,
+                                            ta=True, tb=ta, slots=(0, 1, 4, 5)))
+        return Lowered(tuple(launches))
+
+    return lower
+
+
+def dot_gradient(name: str, dims: Any) -> Any:
+    op = register(
+        OpDef(
+            name=f"_backward_{name}",
+            params=DotParams,
+            inputs=("ograd", "lhs", "rhs"),
+            outputs=("lhs_grad", "rhs_grad"),
+            infer_shape=lambda p, ins, outs: (list(ins), [ins[1] or outs[0], ins[2] or outs[1]]),
+            infer_type=same_dtype,
+            kernels={DENSE: Kernel(dot_backward_lowering(dims))},
+            differentiable=False,
+            doc=f"Gradient of {name}: two GEMMs.",
+        )
+    )
+
+    def grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
+        gr = ograds[0]
+        assert gr is not None
+        bn = backward_node(op, node, [gr, node.inputs[0], node.inputs[1]])
+        return [Entry(bn, 0), Entry(bn, 1)]
+
+    return grad
 
 
 DOT = register(
@@ -155,6 +214,7 @@ DOT = register(
         infer_type=same_dtype,
         reference=dot_reference,
         kernels={DENSE: Kernel(dot_lowering)},
+        grad=dot_gradient("dot", dot_dims),
         aliases=("_sparse_dot",),
         sparse=True,
         doc="Dot product: contracts lhs's last (or, transposed, first) axis with rhs's first "
@@ -215,13 +275,16 @@ def batch_dot_reference(p: DotParams, a: np.ndarray, b: np.ndarray) -> np.ndarra
     return np.asarray(np.matmul(x, y), dtype=a.dtype)
 
 
-def batch_dot_lowering(call: KernelCall) -> Lowered:
-    p: DotParams = call.params
-    a, b = call.in_shapes
+def batch_dot_dims(p: DotParams, a: tuple[int, ...],
+                   b: tuple[int, ...]) -> tuple[int, int, int, int, bool, bool]:
     ta, tb = p.transpose_a, p.transpose_b
     m, k = (a[-1], a[-2]) if ta else (a[-2], a[-1])
     n = b[-2] if tb else b[-1]
-    batch = size(a[:-2])
+    return size(a[:-2]), m, n, k, ta, tb
+
+
+def batch_dot_lowering(call: KernelCall) -> Lowered:
+    batch, m, n, k, ta, tb = batch_dot_dims(call.params, *call.in_shapes)
     launch = gemm_launch(call.out_dtypes[0], call.req, batch=batch, m=m, n=n, k=k, ta=ta, tb=tb)
     return Lowered((launch,))
 
@@ -235,6 +298,7 @@ BATCH_DOT = register(
         infer_type=same_dtype,
         reference=batch_dot_reference,
         kernels={DENSE: Kernel(batch_dot_lowering)},
+        grad=dot_gradient("batch_dot", batch_dot_dims),
         aliases=("_npx_batch_dot",),
         doc="Batched matrix product of two N-D arrays (N >= 3) over their last two axes.",
         examples=(

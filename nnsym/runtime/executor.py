@@ -199,6 +199,9 @@ class Executor:
             if low.views:
                 views[nid] = dict(low.views)
         self._plan = plan_memory(idx, shapes, dtypes, set(external), views)
+        self._graph = Graph(g.outputs, GraphAttrs(
+            shape=tuple(shapes), dtype=tuple(dtypes), storage_id=self._plan.storage_id,
+            inplace=self._plan.inplace))
 
         # Arrays: the caller's for variables and gradient outputs, pool views for the rest.
         arrays: list[np.ndarray | None] = [None] * n
@@ -367,6 +370,14 @@ class Executor:
     @property
     def plan(self) -> MemoryPlan:
         return self._plan
+
+    def tojson(self) -> str:
+        """The bound graph (forward and backward) as MXNet symbol JSON with every decided
+        attribute per node: shapes, dtypes, storage ids (-1 the caller's variable arrays, -2 the
+        caller's gradient arrays, else a pool block) and in-place input indices (-1: none)."""
+        from nnsym.symbol.json_io import graph_to_json
+
+        return graph_to_json(self._graph, inferred=True)
 
     def debug_str(self) -> str:
         """The bound graph (forward and backward) in MXNet's layout, then the planned total."""

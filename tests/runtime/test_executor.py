@@ -210,8 +210,22 @@ def test_bad_input_is_reported_clearly():
     with pytest.raises(BindError, match="gradient array for 'x'"):
         t.bind(None, {"x": nd.ones(3)}, args_grad={"x": nd.ones(4)})
     with pytest.raises(GradientError, match="has no gradient"):
-        sym.sum(x).simple_bind(x=(3,))
+        sym.max(x).simple_bind(x=(3,))
     with pytest.raises(NNSymError, match="not supported"):
         t.simple_bind(x=(3,), shared_buffer={})
     with pytest.raises(ShapeError, match="cannot decide"):
         net.simple_bind()
+
+
+def test_inferred_json_has_storage_ids_and_in_place_decisions():
+    import json
+
+    x = sym.Variable("x")
+    y = sym.sigmoid(sym.tanh(sym.exp(x, name="e"), name="t"), name="s")
+    exe = y.simple_bind(x=(3, 4), grad_req="null")
+    nodes = {n["name"]: n for n in json.loads(exe.tojson())["nodes"]}
+    sid = {k: nodes[k]["attrs"]["__inferred_storage_id__"] for k in ("x", "e", "t", "s")}
+    assert sid == {"x": "[-1]", "e": "[0]", "t": "[0]", "s": "[0]"}
+    assert nodes["t"]["attrs"]["__inferred_inplace__"] == "[0]"
+    assert nodes["e"]["attrs"]["__inferred_inplace__"] == "[-1]"
+    assert sym.load_json(exe.tojson()).list_outputs() == ["s_output"]

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
-from nnsym.ops.grad import unary_gradient
+from nnsym.graph import Entry, Node
+from nnsym.ops.grad import backward_node, unary_gradient
 from nnsym.ops.params import Params, field
 from nnsym.ops.registry import (
     DENSE,
@@ -470,6 +471,48 @@ def log_softmax_reference(p: SoftmaxParams, data: np.ndarray):
     return _softmax(p, data, None, log=True)
 
 
+def _softmax_backward_lowering(log: bool) -> Any:
+    def lower(call: KernelCall) -> Lowered:
+        """p = [ograd, output, data, data grad] over the forward's (outer, L, inner) view."""
+        p: SoftmaxParams = call.params
+        d = call.in_shapes[0]
+        ax = p.axis % len(d) if d else 0
+        spec = KernelSpec.make("nn/softmax_backward.c.j2", in_dtype=call.in_dtypes[0].name,
+                               out_dtype=call.out_dtypes[0].name, req=call.out_req(0), log=log)
+        ia = (size(d[:ax]), d[ax] if d else 1, size(d[ax + 1 :]))
+        t = p.temperature if p.temperature is not None else 1.0
+        return Lowered((Launch(spec, ia, (1.0 / t,)),))
+
+    return lower
+
+
+def _softmax_gradient(name: str, log: bool) -> Any:
+    op = register(
+        OpDef(
+            name=f"_backward_{name}",
+            params=SoftmaxParams,
+            inputs=("ograd", "output", "data"),
+            outputs=("data_grad",),
+            infer_shape=lambda p, ins, outs: (list(ins), [ins[1] or outs[0]]),
+            infer_type=lambda p, ins, outs: (list(ins), [ins[2] or outs[0]]),
+            ignore_inputs=(2,),
+            kernels={DENSE: Kernel(_softmax_backward_lowering(log))},
+            differentiable=False,
+            doc=f"Gradient of {name} from its output.",
+        )
+    )
+
+    def grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
+        # With use_length the masked positions' outputs are 0, which zeroes their gradient and
+        # keeps them out of the sum; the lengths get no gradient.
+        g = ograds[0]
+        assert g is not None
+        b = backward_node(op, node, [g, Entry(node, 0), node.inputs[0]])
+        return [Entry(b, 0)] + [None] * (len(node.inputs) - 1)
+
+    return grad
+
+
 SOFTMAX = register(
     OpDef(
         name="softmax",
@@ -480,6 +523,7 @@ SOFTMAX = register(
         inplace=((0, 0),),
         reference=softmax_reference,
         kernels={DENSE: Kernel(_softmax_lowering(log=False))},
+        grad=_softmax_gradient("softmax", log=False),
         aliases=("_npx_softmax",),
         doc="exp(x / t) normalised to sum 1 along an axis.",
         examples=(
@@ -504,6 +548,7 @@ LOG_SOFTMAX = register(
         inplace=((0, 0),),
         reference=log_softmax_reference,
         kernels={DENSE: Kernel(_softmax_lowering(log=True))},
+        grad=_softmax_gradient("log_softmax", log=True),
         aliases=("_npx_log_softmax",),
         doc="log(softmax(x)), computed stably.",
         examples=(
