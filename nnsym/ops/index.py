@@ -9,6 +9,7 @@ import numpy as np
 
 from nnsym.codegen.spec import KernelCall, Lowered
 from nnsym.ops.broadcast_reduce import reduce_lowering
+from nnsym.ops.grad import no_gradient
 from nnsym.ops.params import Params, field
 from nnsym.ops.registry import DENSE, Example, Kernel, OpDef, norm_axis, register, same_dtype
 
@@ -73,6 +74,7 @@ for _name, _fn in (("argmax", np.argmax), ("argmin", np.argmin)):
             kernels={DENSE: _kernel(_name)},
             reference=_reference(_fn),
             differentiable=False,
+            grad=no_gradient,
             doc=f"Returns the indices of the {_name[3:]}imum values along an axis (input dtype).",
             examples=_EXAMPLES,
             bad_params=({"axis": "x"}, {"keepdim": True}),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,7 @@ from nnsym.ops.registry import (
     RuleError,
     elemwise_shape,
     fixed_out_dtype,
+    get_op,
     known,
     merge_shape,
     prod,
@@ -572,6 +574,7 @@ TRANSPOSE = register(
         infer_type=same_dtype,
         reference=lambda p, data: np.transpose(data, p.axes or None),
         kernels={DENSE: Kernel(transpose_lowering)},
+        grad=lambda node, ograds: [_transposed(node, ograds[0], inverse_axes(node.params.axes))],
         doc="Permutes the dimensions of the input (reverses them by default).",
         examples=(
             Example(((2, 3, 4),)),
@@ -582,6 +585,29 @@ TRANSPOSE = register(
         bad_params=({"axes": (0, -1, 1)}, {"axes": (0, 0, 1)}, {"axes": (1, 2)}, {"axis": 0}),
     )
 )
+
+
+def inverse_axes(axes: tuple[int, ...]) -> tuple[int, ...]:
+    """The permutation undoing ``axes`` (``()``, reversal, is its own inverse)."""
+    inv = [0] * len(axes)
+    for i, a in enumerate(axes):
+        inv[a] = i
+    return tuple(inv)
+
+
+def _transposed(node: Node, g: Entry | None, axes: tuple[int, ...]) -> Entry:
+    """Transpose's gradient: the output gradient transposed back (a transpose node)."""
+    assert g is not None
+    op = get_op("transpose")
+    params, _ = op.parse_params({"axes": axes})
+    attrs = MappingProxyType({"axes": str(axes)} if axes else {})
+    return Entry(Node(op, f"{node.name}_backward", params, (g,), attrs, (node,)), 0)
+
+
+def _swapped(node: Node, g: Entry | None) -> Entry:
+    """SwapAxis is its own inverse: its gradient swaps the same two axes back."""
+    assert g is not None
+    return Entry(backward_node(get_op("SwapAxis"), node, [g]), 0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -621,6 +647,7 @@ SWAPAXIS = register(
         infer_type=same_dtype,
         reference=lambda p, data: np.swapaxes(data, p.dim1, p.dim2),
         kernels={DENSE: Kernel(swapaxis_lowering)},
+        grad=lambda node, ograds: [_swapped(node, ograds[0])],
         doc="Interchanges two axes of the input.",
         examples=(
             Example(((2, 3, 4),), {"dim1": 0, "dim2": 2}),

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from nnsym import nd, sym
+from nnsym.errors import OperatorParamError
 from nnsym.ops import REGISTRY
 from nnsym.test_utils import check_numeric_gradient
 from nnsym.testing import make_inputs
@@ -18,8 +19,20 @@ DIFFERENTIABLE = sorted(
      and not op.name.startswith("_backward_")),
     key=lambda op: op.name,
 )
+# Gradients not there yet: they raise a clear error (strict xfail: fixing one fails the test
+# until it leaves this list).
+NOT_YET = {("LeakyReLU", "prelu"), ("LeakyReLU", "rrelu")}
+
+
+def _marks(op, ex):
+    if (op.name, ex.params.get("act_type")) in NOT_YET:
+        return [pytest.mark.xfail(raises=OperatorParamError, strict=True,
+                                  reason="gradient not implemented yet")]
+    return []
+
+
 CASES = [
-    pytest.param(op, ex, id=f"{op.name}-{ex}")
+    pytest.param(op, ex, id=f"{op.name}-{ex}", marks=_marks(op, ex))
     for op in DIFFERENTIABLE
     for ex in op.examples
     if ex.dtype in ("float32", "float64")

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.errors import OperatorParamError
 from nnsym.graph import Entry, Node
 from nnsym.ops.grad import backward_node, unary_gradient
 from nnsym.ops.params import Params, field
@@ -349,6 +350,19 @@ def leaky_relu_reference(
     return np.asarray(y).astype(data.dtype)
 
 
+_LEAKY_GRAD = unary_gradient("LeakyReLU", lambda p: LEAKY_RELU[p.act_type].backward,
+                             LeakyReLUParams, ("slope",))
+
+
+def leaky_relu_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
+    if node.params.act_type in ("prelu", "rrelu"):
+        raise OperatorParamError(
+            f"node {node.name!r} (LeakyReLU): the gradient of act_type="
+            f"{node.params.act_type} is not supported yet (leaky, elu, selu and gelu are)"
+        )
+    return _LEAKY_GRAD(node, ograds)
+
+
 LEAKY_RELU_OP = register(
     OpDef(
         name="LeakyReLU",
@@ -362,6 +376,7 @@ LEAKY_RELU_OP = register(
         inplace=((0, 0),),
         reference=leaky_relu_reference,
         kernels={DENSE: Kernel(_leaky_relu_lowering)},
+        grad=leaky_relu_grad,
         aliases=("_npx_leaky_relu",),
         input_var_attrs={"gamma": {"__init__": '["Constant", {"value": 0.25}]'}},
         doc="Leaky rectifiers: leaky, elu, selu, gelu, prelu (learned gamma per channel) and "

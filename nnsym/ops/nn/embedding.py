@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.graph import Entry, Node
+from nnsym.ops.grad import backward_node
 from nnsym.ops.params import Params, field
 from nnsym.ops.registry import DENSE, Example, Kernel, OpDef, RuleError, register
 
@@ -75,6 +77,36 @@ def embedding_lowering(call: KernelCall) -> Lowered:
     return Lowered((Launch(spec, ia=ia),))
 
 
+def embedding_backward_lowering(call: KernelCall) -> Lowered:
+    p: EmbeddingParams = call.params
+    spec = KernelSpec.make("nn/embedding_backward.c.j2", idx_dtype=call.in_dtypes[1].name,
+                           dtype=call.out_dtypes[0].name, req=call.out_req(0))
+    return Lowered((Launch(spec, ia=(size(call.in_shapes[1]), p.output_dim, p.input_dim)),))
+
+
+BACKWARD_EMBEDDING = register(
+    OpDef(
+        name="_backward_Embedding",
+        params=EmbeddingParams,
+        inputs=("ograd", "data"),
+        outputs=("weight_grad",),
+        infer_shape=lambda p, ins, outs: (list(ins), [(p.input_dim, p.output_dim)]),
+        infer_type=lambda p, ins, outs: (list(ins), [ins[0] or outs[0]]),
+        kernels={DENSE: Kernel(embedding_backward_lowering)},
+        differentiable=False,
+        doc="Gradient of Embedding's weight: output-gradient rows summed into the rows looked "
+        "up (dense; a row_sparse gradient comes with the sparse runtime).",
+    )
+)
+
+
+def embedding_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
+    """The indices get no gradient; the weight the looked-up rows' sums."""
+    g = ograds[0]
+    assert g is not None
+    return [None, Entry(backward_node(BACKWARD_EMBEDDING, node, [g, node.inputs[0]]), 0)]
+
+
 EMBEDDING = register(
     OpDef(
         name="Embedding",
@@ -84,6 +116,7 @@ EMBEDDING = register(
         infer_type=embedding_type,
         reference=embedding_reference,
         kernels={DENSE: Kernel(embedding_lowering)},
+        grad=embedding_grad,
         aliases=("_npx_embedding", "_sparse_Embedding"),
         sparse=True,
         doc="Maps integer indices to rows of a learned (input_dim, output_dim) weight.",
