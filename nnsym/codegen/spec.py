@@ -102,6 +102,9 @@ class Launch:
     ia: tuple[int, ...] = ()
     fa: tuple[float, ...] = ()
     workspace: int = 0
+    # fa[seed_slot] takes a fresh random seed before every run (Dropout's masks); the runtime
+    # draws it from nnsym.ops.nn.dropout.next_seed().
+    seed_slot: int | None = None
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,9 @@ class KernelCall:
     # scratch buffer and accumulating another into a user's array, or "null" for an output
     # nobody reads, which a lowering may skip); None: ``req`` for all.
     reqs: tuple[str, ...] | None = None
+
+    # Training-mode forward (Dropout's masks, BatchNorm's batch statistics); False: inference.
+    is_train: bool = False
 
     def out_req(self, i: int) -> str:
         return self.req if self.reqs is None else self.reqs[i]

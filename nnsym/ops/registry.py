@@ -115,6 +115,8 @@ class OpDef:
     # Loss heads (SoftmaxOutput, the regression outputs, MakeLoss) compute their gradient from
     # their own output and label; no incoming gradient is needed or read.
     loss: bool = False
+    # Lowers differently in training (KernelCall.is_train): executors compile both forms.
+    train_mode: bool = False
     # Expose as nnsym.sym.sparse.<name> too.
     sparse: bool = False
     # Test table: valid examples and invalid parameter sets (each must raise OperatorParamError).

@@ -10,6 +10,7 @@ allocation or dictionary lookups per call.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ from nnsym.context import Context, cpu
 from nnsym.errors import NNSymError, ShapeError
 from nnsym.graph import Entry, Graph, GraphAttrs, Node, dfs_post_order, variable
 from nnsym.ndarray.ndarray import NDArray
+from nnsym.ops.nn.dropout import next_seed
 from nnsym.ops.registry import DENSE, get_op
 from nnsym.passes.gradient import gradient
 from nnsym.passes.infer import infer_shape, infer_type
@@ -33,7 +35,7 @@ GRAD_REQS = ("null", "write", "add")
 FFI = compiler.FFI
 # Operators whose training behaviour the executor cannot give yet: running them with
 # is_train=True would silently compute their inference form.
-_TRAIN_MODE_OPS = {"Dropout", "BatchNorm"}
+_NO_TRAIN_MODE = {"BatchNorm"}
 
 
 class BindError(NNSymError):
@@ -176,6 +178,7 @@ class Executor:
         # does not run at all.
         readers = entry_readers(idx)
         lowered: dict[int, tuple[KernelCall, Lowered]] = {}
+        train_lowered: dict[int, Lowered] = {}  # training forms of train-mode operators
         views: dict[int, dict[int, int]] = {}
         for nid, node in enumerate(idx.nodes):
             if node.op is None:
@@ -196,6 +199,8 @@ class Executor:
                               None if len(set(reqs)) == 1 else reqs)
             low = kernel.lower(call)
             lowered[nid] = (call, low)
+            if node.op.train_mode:
+                train_lowered[nid] = kernel.lower(dataclasses.replace(call, is_train=True))
             if low.views:
                 views[nid] = dict(low.views)
         self._plan = plan_memory(idx, shapes, dtypes, set(external), views)
@@ -249,19 +254,19 @@ class Executor:
 
         # Kernels: one build for all, then prebound calls.
         specs = [ln.spec for _, low in lowered.values() for ln in low.launches]
-        funcs = iter(compiler.functions(specs))
+        specs += [ln.spec for low in train_lowered.values() for ln in low.launches]
+        fn_of = {sp.name: fn for sp, fn in zip(specs, compiler.functions(specs))}
         self._workspaces: list[np.ndarray] = []
-        fwd_calls: list[tuple[Any, Any, Any, Any]] = []
-        bwd_calls: list[tuple[Any, Any, Any, Any]] = []
         self._keep: list[Any] = []
-        for nid, (_, low) in lowered.items():
+        self._seeds: list[tuple[Any, int]] = []  # (fa, slot) to reseed before a training run
+
+        def prebind(nid: int, low: Lowered, target: list[Any]) -> None:
             ins = idx.input_entries[nid]
             outs = [o for oi, o in enumerate(idx.output_entries(nid))
                     if oi not in views.get(nid, {})]
             ptrs = [arrays[e] for e in ins] + [arrays[o] for o in outs]
-            target = fwd_calls if id(idx.nodes[nid]) in fwd_nodes else bwd_calls
             for ln in low.launches:
-                fn = next(funcs)
+                fn = fn_of[ln.spec.name]
                 p_list = [FFI.cast("void *", a.ctypes.data) for a in ptrs]  # type: ignore[union-attr]
                 if ln.workspace:
                     ws = np.empty(ln.workspace, np.uint8)
@@ -271,11 +276,29 @@ class Executor:
                 ia = FFI.new("int64_t[]", list(ln.ia) or [0])
                 fa = FFI.new("double[]", list(ln.fa) or [0.0])
                 self._keep.append((p, ia, fa))
+                if ln.seed_slot is not None:
+                    self._seeds.append((fa, ln.seed_slot))
                 target.append((fn, p, ia, fa))
-        self._fwd_calls = fwd_calls
+
+        bwd_calls: list[tuple[Any, Any, Any, Any]] = []
+        infer_list: list[tuple[Any, Any, Any, Any]] = []
+        train_list: list[tuple[Any, Any, Any, Any]] = []
+        for nid, (_, low) in lowered.items():
+            if id(idx.nodes[nid]) not in fwd_nodes:
+                prebind(nid, low, bwd_calls)
+                continue
+            mine: list[tuple[Any, Any, Any, Any]] = []
+            prebind(nid, low, mine)
+            infer_list += mine
+            if nid in train_lowered:
+                prebind(nid, train_lowered[nid], train_list)
+            else:
+                train_list += mine
+        self._fwd_calls = infer_list
+        self._fwd_calls_train = train_list
         self._bwd_calls = bwd_calls
         self._train_mode_ops = sorted({nd.op.name for nd in idx.nodes
-                                       if nd.op is not None and nd.op.name in _TRAIN_MODE_OPS})
+                                       if nd.op is not None and nd.op.name in _NO_TRAIN_MODE})
         self.outputs = [NDArray(arrays[e], self._ctx) for e in idx.outputs[: len(outputs)]]  # type: ignore[arg-type]
 
     def _own_gradient_entries(self, grads: list[Entry]) -> list[Entry]:
@@ -317,7 +340,13 @@ class Executor:
                 "behaviour (dropout masks, batch statistics) is not implemented in the executor "
                 "yet; use is_train=False"
             )
-        for fn, p, ia, fa in self._fwd_calls:
+        if is_train:
+            for fa, slot in self._seeds:
+                fa[slot] = float(next_seed())
+            calls = self._fwd_calls_train
+        else:
+            calls = self._fwd_calls
+        for fn, p, ia, fa in calls:
             fn(p, ia, fa)
         return list(self.outputs)
 

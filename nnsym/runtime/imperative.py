@@ -18,6 +18,7 @@ from nnsym.codegen import compiler
 from nnsym.codegen.spec import KernelCall, Lowered
 from nnsym.errors import NNSymError, ShapeError, node_error
 from nnsym.graph import Entry, Graph, GraphAttrs, Node, variable
+from nnsym.ops.nn.dropout import next_seed
 from nnsym.ops.registry import DENSE, OpDef
 from nnsym.passes.infer import infer_shape, infer_type
 from nnsym.passes.manager import run_passes
@@ -52,7 +53,7 @@ class CompiledCall:
 
     def __post_init__(self) -> None:
         if self.lowered is not None and len(self.funcs) == 1 and not (
-            self.lowered.launches[0].workspace
+            self.lowered.launches[0].workspace or self.lowered.launches[0].seed_slot is not None
         ):
             self.single = (self.funcs[0], self.ia[0], self.fa[0])
         self.out_specs = list(zip(self.out_shapes, self.out_dtypes))
@@ -76,6 +77,8 @@ class CompiledCall:
             return
         assert self.lowered is not None
         for launch, fn, ia, fa in zip(self.lowered.launches, self.funcs, self.ia, self.fa):
+            if launch.seed_slot is not None:
+                fa[launch.seed_slot] = float(next_seed())
             if launch.workspace:
                 ws = np.empty(launch.workspace, np.uint8)
                 fn(_newp(_VOIDP_ARR, [*bufs, _from_buffer(_CHAR_ARR, ws, True)]), ia, fa)

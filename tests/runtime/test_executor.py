@@ -229,3 +229,21 @@ def test_inferred_json_has_storage_ids_and_in_place_decisions():
     assert nodes["t"]["attrs"]["__inferred_inplace__"] == "[0]"
     assert nodes["e"]["attrs"]["__inferred_inplace__"] == "[-1]"
     assert sym.load_json(exe.tojson()).list_outputs() == ["s_output"]
+
+
+def test_dropout_trains_with_fresh_masks_and_is_the_identity_at_inference():
+    x = sym.Variable("x")
+    y = sym.Dropout(x, p=0.5, name="dp")
+    a = np.random.default_rng(7).uniform(1, 2, (64, 32))
+    grads = {"x": nd.zeros(a.shape, dtype="float64")}
+    exe = y.bind(None, {"x": nd.array(a)}, args_grad=grads)
+    np.testing.assert_array_equal(exe.forward(is_train=False)[0].asnumpy(), a)
+    out1 = exe.forward(is_train=True)[0].asnumpy().copy()
+    ratio = out1 / a
+    assert set(np.unique(ratio)) <= {0.0, 2.0}
+    assert 0.4 < (ratio == 0).mean() < 0.6
+    head = np.random.default_rng(8).standard_normal(a.shape)
+    exe.backward(nd.array(head))
+    np.testing.assert_allclose(grads["x"].asnumpy(), head * ratio, rtol=1e-15)
+    out2 = exe.forward(is_train=True)[0].asnumpy()
+    assert (out2 != out1).any()  # a new mask every training run

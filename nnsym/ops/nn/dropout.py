@@ -4,8 +4,8 @@ With ``mode='always'`` the mask is random: each mask element is kept when a coun
 generator (splitmix64 of a seed and the element's index) says so, the same in the C kernel and
 in the numpy reference. The seed is drawn from this module's generator when a call is lowered
 (and by every reference call), so ``seed(n)`` makes what follows reproducible.
-NOTE: a lowered call keeps its seed: the imperative cache, which lowers each call signature
-once, repeats the same mask until the runtime can hand kernels a fresh seed per run.
+The seed is a run-time value (``Launch.seed_slot``): the runtime draws a fresh one before every
+run, so a cached imperative call or a bound executor gets a new mask each time.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.graph import Entry, Node
+from nnsym.ops.grad import backward_node
 from nnsym.ops.params import Params, field
 from nnsym.ops.registry import DENSE, Example, Kernel, OpDef, RuleError, register
 from nnsym.types import shape_str
@@ -48,9 +50,9 @@ def keep_flags(mask_seed: int, pkeep: float, n: int) -> np.ndarray:
     return np.asarray((z >> np.uint64(11)) < np.uint64(math.ceil(pkeep * 2.0**53)))
 
 
-def _random(p: DropoutParams) -> bool:
-    """MXNet drops only when pkeep < 1, and (nnsym has no is_train here) only in 'always' mode."""
-    return p.mode == "always" and p.p > 0
+def _random(p: DropoutParams, is_train: bool = False) -> bool:
+    """MXNet drops only when pkeep < 1, in training or with mode='always'."""
+    return p.p > 0 and (p.mode == "always" or is_train)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,18 +125,49 @@ def dropout_lowering(call: KernelCall) -> Lowered:
     data = call.in_shapes[0]
     n, mn = size(data), size(call.out_shapes[1])
     dtype, req = call.out_dtypes[0].name, call.req
-    if not _random(p):
+    if not _random(p, call.is_train):
         spec = KernelSpec.make("nn/dropout.c.j2", dtype=dtype, req=req, random=False, ndim=0)
         return Lowered((Launch(spec, ia=(n, mn)),))
-    fa = (1.0 - p.p, float(next_seed()))
+    fa = (1.0 - p.p, 0.0)  # fa[1], the seed, is drawn by the runtime before every run
     groups = _broadcast_groups(data, p.axes)
     if len(groups) == 1 and not groups[0][1]:
         spec = KernelSpec.make("nn/dropout.c.j2", dtype=dtype, req=req, random=True, ndim=0)
-        return Lowered((Launch(spec, ia=(n,), fa=fa),))
+        return Lowered((Launch(spec, ia=(n,), fa=fa, seed_slot=1),))
     shp, mst = _group_strides(groups)
     spec = KernelSpec.make("nn/dropout.c.j2", dtype=dtype, req=req, random=True, ndim=len(shp))
     item = 4 if dtype == "float16" else call.out_dtypes[0].itemsize
-    return Lowered((Launch(spec, ia=(n, mn, *shp, *mst), fa=fa, workspace=mn * item),))
+    return Lowered((Launch(spec, ia=(n, mn, *shp, *mst), fa=fa, workspace=mn * item,
+                           seed_slot=1),))
+
+
+def dropout_backward_lowering(call: KernelCall) -> Lowered:
+    """dx = g * mask (the mask broadcast along ``axes``): elemwise_mul's kernel."""
+    from nnsym.ops.elemwise import binary_kernel
+
+    mul = binary_kernel("elemwise_mul", "a * b")
+    return mul.lower(call)  # type: ignore[no-any-return]
+
+
+BACKWARD_DROPOUT = register(
+    OpDef(
+        name="_backward_Dropout",
+        params=DropoutParams,
+        inputs=("ograd", "mask"),
+        outputs=("data_grad",),
+        infer_shape=lambda p, ins, outs: (list(ins), [ins[0] or outs[0]]),
+        infer_type=lambda p, ins, outs: (list(ins), [ins[0] or outs[0]]),
+        inplace=((0, 0),),
+        kernels={DENSE: Kernel(dropout_backward_lowering)},
+        differentiable=False,
+        doc="Gradient of Dropout: the output gradient times the mask.",
+    )
+)
+
+
+def dropout_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
+    g = ograds[0]
+    assert g is not None
+    return [Entry(backward_node(BACKWARD_DROPOUT, node, [g, Entry(node, 1)]), 0)]
 
 
 def _broadcast_groups(shape: tuple[int, ...], axes: tuple[int, ...]) -> list[tuple[int, bool]]:
@@ -173,6 +206,8 @@ DROPOUT = register(
         inplace=((0, 0),),
         reference=dropout_reference,
         kernels={DENSE: Kernel(dropout_lowering)},
+        grad=dropout_grad,
+        train_mode=True,
         aliases=("_npx_dropout",),
         doc="Randomly zeroes entries in training; the identity at inference unless mode='always'.",
         examples=(
