@@ -15,6 +15,8 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.graph import Entry, Node
+from nnsym.ops.grad import backward_node
 from nnsym.ops.params import Params, field
 from nnsym.ops.registry import DENSE, Example, Kernel, OpDef, RuleError, merge_shape, register
 from nnsym.types import Shape, shape_str
@@ -615,6 +617,58 @@ def pooling_lowering(call: KernelCall) -> Lowered:
     return Lowered((Launch(spec, ia, workspace=8 * max(16, ia[7], c)),))
 
 
+def _ncx_strides(shape: tuple[int, ...], layout: str) -> list[int]:
+    """Element strides of (N, C, D, H, W) (spatial padded to three; missing dims stride 0)."""
+    st, acc = [0] * len(shape), 1
+    for i in range(len(shape) - 1, -1, -1):
+        st[i] = acc
+        acc *= shape[i]
+    n, c, *sp = _ncx(tuple(st), layout)
+    return [n, c, *([0] * (3 - len(sp))), *sp]
+
+
+def pooling_backward_lowering(call: KernelCall) -> Lowered:
+    """p = [ograd, data, output, data grad]; the forward's geometry, both layouts."""
+    p: PoolingParams = call.params
+    g, data, _ = call.in_shapes
+    layout = p.layout or DEFAULT_LAYOUT[len(data) - 2]
+    n, c, *xs = _ncx(data, layout)
+    _, _, *osz = _ncx(g, layout)
+    if p.global_pool:
+        kernel, strides, pads = tuple(xs), (1,) * len(xs), (0,) * len(xs)
+    else:
+        kernel, strides, pads = p.kernel, p.strides, p.pads
+    ia = (n, c, *_pad3(xs, 1), *_pad3(osz, 1), *_pad3(kernel, 1), *_pad3(strides, 1),
+          *_pad3(pads, 0), *_ncx_strides(data, layout), *_ncx_strides(g, layout))
+    spec = KernelSpec.make(
+        "nn/pool_backward.c.j2", dtype=call.out_dtypes[0].name, req=call.out_req(0),
+        pool_type=p.pool_type, p_value=int(p.p_value or 0),
+        include_pad=p.pool_type == "avg" and p.count_include_pad is not False,
+    )
+    return Lowered((Launch(spec, ia),))
+
+
+BACKWARD_POOLING = register(
+    OpDef(
+        name="_backward_Pooling",
+        params=PoolingParams,
+        inputs=("ograd", "data", "output"),
+        outputs=("data_grad",),
+        infer_shape=lambda p, ins, outs: (list(ins), [ins[1] or outs[0]]),
+        infer_type=lambda p, ins, outs: (list(ins), [ins[1] or outs[0]]),
+        kernels={DENSE: Kernel(pooling_backward_lowering)},
+        differentiable=False,
+        doc="Gradient of Pooling (max: to the selected cell; avg and sum: spread).",
+    )
+)
+
+
+def pooling_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
+    g = ograds[0]
+    assert g is not None
+    return [Entry(backward_node(BACKWARD_POOLING, node, [g, node.inputs[0], Entry(node, 0)]), 0)]
+
+
 POOLING = register(
     OpDef(
         name="Pooling",
@@ -624,6 +678,7 @@ POOLING = register(
         infer_type=pooling_type,
         reference=pooling_reference,
         kernels={DENSE: Kernel(pooling_lowering)},
+        grad=pooling_grad,
         aliases=("_npx_pooling",),
         doc="Max, average, sum or Lp pooling over 1-D, 2-D or 3-D windows.",
         examples=(
