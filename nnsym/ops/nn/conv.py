@@ -18,7 +18,16 @@ from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.graph import Entry, Node
 from nnsym.ops.grad import backward_node
 from nnsym.ops.params import Params, field
-from nnsym.ops.registry import DENSE, Example, Kernel, OpDef, RuleError, merge_shape, register
+from nnsym.ops.registry import (
+    DENSE,
+    Example,
+    Kernel,
+    OpDef,
+    RuleError,
+    merge_shape,
+    register,
+    same_dtype,
+)
 from nnsym.types import Shape, shape_str
 
 # Default layout by number of spatial dimensions (MXNet picks it from the kernel's length).
@@ -326,6 +335,60 @@ def convolution_lowering(call: KernelCall) -> Lowered:
     return Lowered((Launch(spec, (*ia, rc, int(direct)), workspace=max(elems, 16) * acc),))
 
 
+def convolution_backward_lowering(call: KernelCall) -> Lowered:
+    """p = [ograd, data, weight, data grad, weight grad, (bias grad), workspace]."""
+    p: ConvolutionParams = call.params
+    dt = call.out_dtypes[0].name
+    layout = p.data_layout
+    if dt not in ("float32", "float64") or _channel_last(layout):
+        raise _no_kernel(
+            f"Convolution's gradient has kernels for float32/float64 in channel-first layouts, "
+            f"not {dt} {layout}"
+        )
+    g, data, _ = call.in_shapes
+    n, c, *xs = _ncx(data, layout)
+    _, f, *osz = _ncx(g, layout)
+    ia = (n, c, f, p.num_group, *_pad3(xs, 1), *_pad3(osz, 1), *_pad3(p.kernel, 1),
+          *_pad3(p.strides, 1), *_pad3(p.pads, 0), *_pad3(p.dilates, 1))
+    k = (c // p.num_group) * math.prod(p.kernel)
+    ws = 2 * k * size(osz) * np.dtype(dt).itemsize
+    bias = not p.no_bias
+    spec = KernelSpec.make(
+        "nn/conv_backward.c.j2", dtype=dt, req_x=call.out_req(0), req_w=call.out_req(1),
+        req_b=call.out_req(2) if bias else "null", bias=bias,
+    )
+    return Lowered((Launch(spec, ia, workspace=max(ws, 16)),))
+
+
+def convolution_backward_outputs(p: ConvolutionParams) -> tuple[str, ...]:
+    return ("data_grad", "weight_grad") + (() if p.no_bias else ("bias_grad",))
+
+
+BACKWARD_CONVOLUTION = register(
+    OpDef(
+        name="_backward_Convolution",
+        params=ConvolutionParams,
+        inputs=("ograd", "data", "weight"),
+        outputs=convolution_backward_outputs,
+        infer_shape=lambda p, ins, outs: (
+            list(ins),
+            [ins[1] or outs[0], ins[2] or outs[1]] + ([] if p.no_bias else [(p.num_filter,)]),
+        ),
+        infer_type=same_dtype,
+        kernels={DENSE: Kernel(convolution_backward_lowering)},
+        differentiable=False,
+        doc="Gradient of Convolution: im2col + GEMM for the weights, GEMM + col2im for the data.",
+    )
+)
+
+
+def convolution_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
+    g = ograds[0]
+    assert g is not None
+    b = backward_node(BACKWARD_CONVOLUTION, node, [g, node.inputs[0], node.inputs[1]])
+    return [Entry(b, i) for i in range(len(node.inputs))]
+
+
 CONVOLUTION = register(
     OpDef(
         name="Convolution",
@@ -335,6 +398,7 @@ CONVOLUTION = register(
         infer_type=convolution_type,
         reference=convolution_reference,
         kernels={DENSE: Kernel(convolution_lowering)},
+        grad=convolution_grad,
         aliases=("_npx_convolution",),
         doc="N-D convolution (cross-correlation) of (N+2)-D data with optional groups.",
         examples=(
