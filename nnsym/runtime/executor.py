@@ -35,7 +35,7 @@ GRAD_REQS = ("null", "write", "add")
 FFI = compiler.FFI
 # Operators whose training behaviour the executor cannot give yet: running them with
 # is_train=True would silently compute their inference form.
-_NO_TRAIN_MODE = {"BatchNorm"}
+_NO_TRAIN_MODE: set[str] = set()
 
 
 class BindError(NNSymError):
@@ -283,20 +283,21 @@ class Executor:
         bwd_calls: list[tuple[Any, Any, Any, Any]] = []
         infer_list: list[tuple[Any, Any, Any, Any]] = []
         train_list: list[tuple[Any, Any, Any, Any]] = []
+        bwd_train: list[tuple[Any, Any, Any, Any]] = []
         for nid, (_, low) in lowered.items():
-            if id(idx.nodes[nid]) not in fwd_nodes:
-                prebind(nid, low, bwd_calls)
-                continue
+            forward = id(idx.nodes[nid]) in fwd_nodes
             mine: list[tuple[Any, Any, Any, Any]] = []
             prebind(nid, low, mine)
-            infer_list += mine
+            (infer_list if forward else bwd_calls).extend(mine)
             if nid in train_lowered:
-                prebind(nid, train_lowered[nid], train_list)
+                prebind(nid, train_lowered[nid], train_list if forward else bwd_train)
             else:
-                train_list += mine
+                (train_list if forward else bwd_train).extend(mine)
         self._fwd_calls = infer_list
         self._fwd_calls_train = train_list
         self._bwd_calls = bwd_calls
+        self._bwd_calls_train = bwd_train  # after a training forward (BatchNorm's batch form)
+        self._last_train = False
         self._train_mode_ops = sorted({nd.op.name for nd in idx.nodes
                                        if nd.op is not None and nd.op.name in _NO_TRAIN_MODE})
         self.outputs = [NDArray(arrays[e], self._ctx) for e in idx.outputs[: len(outputs)]]  # type: ignore[arg-type]
@@ -340,6 +341,7 @@ class Executor:
                 "behaviour (dropout masks, batch statistics) is not implemented in the executor "
                 "yet; use is_train=False"
             )
+        self._last_train = is_train
         if is_train:
             for fa, slot in self._seeds:
                 fa[slot] = float(next_seed())
@@ -376,7 +378,7 @@ class Executor:
                 raise ShapeError(f"head gradient for {names[k]!r} has shape {tuple(src.shape)}, "
                                  f"the output has {h.shape}")
             h._data[...] = src
-        for fn, p, ia, fa in self._bwd_calls:
+        for fn, p, ia, fa in (self._bwd_calls_train if self._last_train else self._bwd_calls):
             fn(p, ia, fa)
 
     # ------------------------------------------------------------------ views of the state

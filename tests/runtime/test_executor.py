@@ -247,3 +247,57 @@ def test_dropout_trains_with_fresh_masks_and_is_the_identity_at_inference():
     np.testing.assert_allclose(grads["x"].asnumpy(), head * ratio, rtol=1e-15)
     out2 = exe.forward(is_train=True)[0].asnumpy()
     assert (out2 != out1).any()  # a new mask every training run
+
+
+@pytest.mark.parametrize("fix_gamma", [True, False])
+def test_batch_norm_training_forward_backward_and_moving_statistics(fix_gamma):
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((4, 3, 2, 5))
+    s = sym.BatchNorm(sym.Variable("data"), fix_gamma=fix_gamma, momentum=0.8, eps=1e-3,
+                      name="bn")
+    exe = s.simple_bind(data=x.shape, type_dict={"data": "float64"})
+    exe.arg_dict["data"][:] = x
+    gamma = rng.uniform(0.5, 1.5, 3)
+    beta = rng.standard_normal(3)
+    exe.arg_dict["bn_gamma"][:] = gamma
+    exe.arg_dict["bn_beta"][:] = beta
+    mm0, mv0 = rng.standard_normal(3), rng.uniform(0.5, 2, 3)
+    exe.aux_dict["bn_moving_mean"][:] = mm0
+    exe.aux_dict["bn_moving_var"][:] = mv0
+    out = exe.forward(is_train=True)[0].asnumpy()
+    mu = x.mean(axis=(0, 2, 3))
+    var = x.var(axis=(0, 2, 3))
+    b = (1, 3, 1, 1)
+    xhat = (x - mu.reshape(b)) / np.sqrt(var.reshape(b) + 1e-3)
+    g_eff = np.ones(3) if fix_gamma else gamma
+    np.testing.assert_allclose(out, xhat * g_eff.reshape(b) + beta.reshape(b), rtol=1e-12,
+                               atol=1e-12)
+    # moving statistics move in backward, not in forward (MXNet 1.x)
+    np.testing.assert_array_equal(exe.aux_dict["bn_moving_mean"].asnumpy(), mm0)
+    head = rng.standard_normal(x.shape)
+    exe.backward(nd.array(head))
+    np.testing.assert_allclose(exe.aux_dict["bn_moving_mean"].asnumpy(), mm0 * 0.8 + mu * 0.2,
+                               rtol=1e-12)
+    np.testing.assert_allclose(exe.aux_dict["bn_moving_var"].asnumpy(), mv0 * 0.8 + var * 0.2,
+                               rtol=1e-9)
+
+    # gradients against central differences of the training-mode forward
+    def f(xv, gv, bv):
+        m = xv.mean(axis=(0, 2, 3)).reshape(b)
+        v = xv.var(axis=(0, 2, 3)).reshape(b)
+        gg = np.ones(b) if fix_gamma else gv.reshape(b)
+        return float(np.sum(head * ((xv - m) / np.sqrt(v + 1e-3) * gg + bv.reshape(b))))
+
+    eps = 1e-6
+    num_x = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        xp, xm = x.copy(), x.copy()
+        xp[i] += eps
+        xm[i] -= eps
+        num_x[i] = (f(xp, gamma, beta) - f(xm, gamma, beta)) / (2 * eps)
+    np.testing.assert_allclose(exe.grad_dict["data"].asnumpy(), num_x, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(exe.grad_dict["bn_beta"].asnumpy(), head.sum(axis=(0, 2, 3)),
+                               rtol=1e-12)
+    want_g = np.zeros(3) if fix_gamma else (head * xhat).sum(axis=(0, 2, 3))
+    np.testing.assert_allclose(exe.grad_dict["bn_gamma"].asnumpy(), want_g, rtol=1e-10,
+                               atol=1e-12)

@@ -51,9 +51,11 @@ def _symbol(op, ex):
     ins = make_inputs(op, ex)
     names = [f"in{i}" for i in range(len(ins))]
     s = getattr(sym, op.name)(*[sym.Variable(n) for n in names], **dict(ex.params))
-    loc = {n: a.astype(np.float64) for n, a in zip(names, ins)}
-    wrt = [n for i, n in enumerate(names) if i not in ex.ints]
-    return s, loc, wrt
+    aux_names = s.list_auxiliary_states()
+    loc = {n: a.astype(np.float64) for n, a in zip(names, ins) if n not in aux_names}
+    aux = {n: a.astype(np.float64) for n, a in zip(names, ins) if n in aux_names}
+    wrt = [n for i, n in enumerate(names) if i not in ex.ints and n not in aux_names]
+    return s, loc, wrt, aux
 
 
 def test_the_table_is_not_empty():
@@ -64,22 +66,23 @@ def test_the_table_is_not_empty():
 
 @pytest.mark.parametrize(("op", "ex"), CASES)
 def test_backward_matches_finite_differences(op, ex):
-    s, loc, wrt = _symbol(op, ex)
+    s, loc, wrt, aux = _symbol(op, ex)
     if any(loc[n].size == 0 for n in wrt):
         pytest.skip("empty input")
-    check_numeric_gradient(s, loc, grad_nodes=wrt, rtol=1e-5)
+    check_numeric_gradient(s, loc, aux_states=aux, grad_nodes=wrt, rtol=1e-5)
 
 
 @pytest.mark.parametrize(("op", "ex"), CASES[::3])
 def test_grad_req_add_accumulates_and_null_leaves_untouched(op, ex):
-    s, loc, wrt = _symbol(op, ex)
+    s, loc, wrt, aux = _symbol(op, ex)
     names = list(loc)
     args = {k: nd.array(v) for k, v in loc.items()}
     rng = np.random.default_rng(1)
     start = {k: rng.standard_normal(v.shape) for k, v in loc.items()}
     grads = {k: nd.array(start[k]) for k in names}
     reqs = {k: ("add" if k in wrt else "null") for k in names}
-    exe = s.bind(None, args, args_grad=grads, grad_req=reqs)
+    exe = s.bind(None, args, args_grad=grads, grad_req=reqs,
+                 aux_states={k: nd.array(v) for k, v in aux.items()} or None)
     outs = exe.forward()
     head = [nd.array(rng.standard_normal(o.shape)) for o in outs]
     exe.backward(head)

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.graph import Entry, Node
+from nnsym.ops.grad import backward_node
 from nnsym.ops.params import Params, field
 from nnsym.ops.registry import (
     DENSE,
@@ -114,9 +116,55 @@ def batch_norm_lowering(call: KernelCall) -> Lowered:
         pdtype=call.in_dtypes[3].name,
         req=call.req,
         fix_gamma=p.fix_gamma,
+        train=call.is_train and not p.use_global_stats,
     )
     ia = (size(shape[:ax]), c, size(shape[ax + 1 :]))
     return Lowered((Launch(spec, ia, (float(p.eps),), workspace=8 * max(3 * c, 1)),))
+
+
+def batch_norm_backward_lowering(call: KernelCall) -> Lowered:
+    p: BatchNormParams = call.params
+    shape = call.in_shapes[1]
+    ax = p.axis % len(shape)
+    spec = KernelSpec.make(
+        "nn/batch_norm_backward.c.j2",
+        dtype=call.in_dtypes[1].name,
+        pdtype=call.in_dtypes[2].name,
+        fix_gamma=p.fix_gamma,
+        train=call.is_train and not p.use_global_stats,
+        req_x=call.out_req(0),
+        req_g=call.out_req(1),
+        req_b=call.out_req(2),
+    )
+    ia = (size(shape[:ax]), shape[ax], size(shape[ax + 1 :]))
+    return Lowered((Launch(spec, ia, (float(p.eps), float(p.momentum))),))
+
+
+BACKWARD_BATCH_NORM = register(
+    OpDef(
+        name="_backward_BatchNorm",
+        params=BatchNormParams,
+        inputs=("ograd", "data", "gamma", "mean", "invstd", "moving_mean", "moving_var"),
+        outputs=("data_grad", "gamma_grad", "beta_grad"),
+        infer_shape=lambda p, ins, outs: (list(ins), [ins[1], ins[2], ins[2]]),
+        infer_type=lambda p, ins, outs: (list(ins), [ins[1], ins[2], ins[2]]),
+        kernels={DENSE: Kernel(batch_norm_backward_lowering)},
+        train_mode=True,
+        differentiable=False,
+        doc="Gradient of BatchNorm; in training it also moves the moving statistics.",
+    )
+)
+
+
+def batch_norm_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
+    """From the saved mean and inverse std (the forward's extra outputs); the moving statistics
+    (aux states) get no gradient."""
+    g = ograds[0]
+    assert g is not None
+    data, gamma, _, mmean, mvar = node.inputs
+    b = backward_node(BACKWARD_BATCH_NORM, node,
+                      [g, data, gamma, Entry(node, 1), Entry(node, 2), mmean, mvar])
+    return [Entry(b, 0), Entry(b, 1), Entry(b, 2), None, None]
 
 
 BATCH_NORM = register(
@@ -131,6 +179,8 @@ BATCH_NORM = register(
         infer_type=batch_norm_type,
         reference=batch_norm_reference,
         kernels={DENSE: Kernel(batch_norm_lowering)},
+        grad=batch_norm_grad,
+        train_mode=True,
         aliases=("_npx_batch_norm",),
         input_var_attrs={
             "moving_mean": {"__init__": '["zero", {}]'},
