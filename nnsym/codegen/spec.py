@@ -105,6 +105,9 @@ class Launch:
     # fa[seed_slot] takes a fresh random seed before every run (Dropout's masks); the runtime
     # draws it from nnsym.ops.nn.dropout.next_seed().
     seed_slot: int | None = None
+    # Which of the node's pointers (inputs, then outputs) this launch gets, in order; None: all.
+    # Lets a backward node reuse a forward kernel on a subset (its shape-only inputs left out).
+    args: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,7 @@ class OpDef:
     inplace_identity: bool = False
     # Inputs read for their shape only (zeros_like, a backward reshape's forward input): they do
     # not keep their storage alive in the memory plan (MXNet's FIgnoreInputs).
-    ignore_inputs: tuple[int, ...] = ()
+    ignore_inputs: tuple[int, ...] | Callable[[Any], tuple[int, ...]] = ()
     # Elementwise operators: the scalar C expression (in ``x``, or ``a``/``b`` for binary).
     expr: str | None = None
     # Later stages: storage-type table, kernels by storage signature, gradient builder.
@@ -138,6 +138,10 @@ class OpDef:
     def num_visible(self, p: Any) -> int:
         n = _call(self.num_visible_outputs, p)
         return self.num_outputs(p) if n is None else int(n)
+
+    def ignored_inputs(self, p: Any) -> tuple[int, ...]:
+        """Positions of the inputs read for their shape or dtype only."""
+        return tuple(_call(self.ignore_inputs, p))
 
     def aux_indices(self, p: Any) -> tuple[int, ...]:
         names = self.input_names(p)

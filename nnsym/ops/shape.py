@@ -14,6 +14,7 @@ when the node is made; MXNet raises them only at shape inference.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -867,6 +868,39 @@ def concat_lowering(call: KernelCall) -> Lowered:
     return _join_lowering(call, "concat", out, call.in_shapes, call.params.dim % len(out))
 
 
+def concat_backward_lowering(call: KernelCall) -> Lowered:
+    """Split the output gradient into the pieces' gradients (SliceChannel's kernel), reading
+    only the gradient: p = [ograd, data_0..data_{k-1} (shapes only), grad_0..grad_{k-1}]."""
+    g = call.in_shapes[0]
+    k = len(call.out_shapes)
+    low = _join_lowering(call, "split", g, call.out_shapes, call.params.dim % len(g))
+    sel = (0, *range(k + 1, 2 * k + 1))
+    return Lowered(tuple(dataclasses.replace(ln, args=sel) for ln in low.launches))
+
+
+BACKWARD_CONCAT = register(
+    OpDef(
+        name="_backward_Concat",
+        params=ConcatParams,
+        inputs=lambda p: ("ograd", *(f"arg{i}" for i in range(p.num_args))),
+        outputs=lambda p: tuple(f"arg{i}_grad" for i in range(p.num_args)),
+        infer_shape=lambda p, ins, outs: (list(ins), [i or o for i, o in zip(ins[1:], outs)]),
+        infer_type=lambda p, ins, outs: (list(ins), [ins[0] or o for o in outs]),
+        ignore_inputs=lambda p: tuple(range(1, p.num_args + 1)),  # shapes only
+        kernels={DENSE: Kernel(concat_backward_lowering)},
+        differentiable=False,
+        doc="Gradient of Concat: the output gradient split back into the pieces.",
+    )
+)
+
+
+def concat_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
+    g = ograds[0]
+    assert g is not None
+    b = backward_node(BACKWARD_CONCAT, node, [g, *node.inputs])
+    return [Entry(b, i) for i in range(len(node.inputs))]
+
+
 CONCAT = register(
     OpDef(
         name="Concat",
@@ -879,6 +913,7 @@ CONCAT = register(
         sparse=True,
         reference=lambda p, *xs: np.concatenate(xs, axis=p.dim),
         kernels={DENSE: Kernel(concat_lowering)},
+        grad=concat_grad,
         doc="Joins the inputs along dimension ``dim``.",
         examples=(
             Example(((2, 3), (2, 4)), {"num_args": 2}),
@@ -959,6 +994,54 @@ def slice_channel_lowering(call: KernelCall) -> Lowered:
     return _join_lowering(call, "split", d, [piece] * n, axis)
 
 
+def slice_channel_backward_lowering(call: KernelCall) -> Lowered:
+    """Concatenate the outputs' gradients back (Concat's kernel): p = [grad_0..grad_{k-1}, dx]."""
+    d = call.out_shapes[0]
+    axis = call.params.axis % len(d)
+    n = call.params.num_outputs
+    piece = (*d[:axis], d[axis] // n, *d[axis + 1 :])
+    return _join_lowering(call, "concat", d, [piece] * n, axis)
+
+
+def slice_channel_backward_shape(p: SliceChannelParams, ins: list,
+                                 outs: list) -> tuple[list, list]:
+    """The data's shape from any known piece gradient (the pieces lie side by side)."""
+    piece = next((s for s in ins if s is not None), None)
+    if piece is None:
+        return list(ins), list(outs)
+    nd = len(piece) + (1 if p.squeeze_axis else 0)
+    axis = p.axis % nd
+    if p.squeeze_axis:
+        whole = (*piece[:axis], p.num_outputs, *piece[axis:])
+    else:
+        d = piece[axis]
+        whole = (*piece[:axis], None if d is None else d * p.num_outputs, *piece[axis + 1 :])
+    return list(ins), [whole]
+
+
+BACKWARD_SLICE_CHANNEL = register(
+    OpDef(
+        name="_backward_SliceChannel",
+        params=SliceChannelParams,
+        inputs=lambda p: tuple(f"output{i}_grad" for i in range(p.num_outputs)),
+        outputs=("data_grad",),
+        infer_shape=slice_channel_backward_shape,
+        infer_type=lambda p, ins, outs: (list(ins), [next((t for t in ins if t is not None),
+                                                          outs[0])]),
+        kernels={DENSE: Kernel(slice_channel_backward_lowering)},
+        differentiable=False,
+        doc="Gradient of SliceChannel: the outputs' gradients joined (zeros where none flows).",
+    )
+)
+
+
+def slice_channel_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
+    from nnsym.passes.gradient import zeros_like
+
+    ins = [g if g is not None else zeros_like(Entry(node, i)) for i, g in enumerate(ograds)]
+    return [Entry(backward_node(BACKWARD_SLICE_CHANNEL, node, ins), 0)]
+
+
 SLICE_CHANNEL = register(
     OpDef(
         name="SliceChannel",
@@ -969,6 +1052,7 @@ SLICE_CHANNEL = register(
         infer_type=same_dtype,
         reference=slice_channel_reference,
         kernels={DENSE: Kernel(slice_channel_lowering)},
+        grad=slice_channel_grad,
         doc="Splits the input into ``num_outputs`` equal parts along ``axis``.",
         examples=(
             Example(((2, 6),), {"num_outputs": 3}),

@@ -81,7 +81,7 @@ def entry_readers(idx: IndexedGraph) -> list[int]:
     for nid, node in enumerate(idx.nodes):
         if node.op is None:
             continue
-        ignored = node.op.ignore_inputs
+        ignored = node.op.ignored_inputs(node.params)
         for pos, eid in enumerate(idx.input_entries[nid]):
             if pos not in ignored:
                 readers[eid] += 1
@@ -110,6 +110,7 @@ def plan_memory(idx: IndexedGraph, shapes: Sequence[tuple[int, ...]], dtypes: Se
             continue
         ins = idx.input_entries[nid]
         outs = list(idx.output_entries(nid))
+        ignored = op.ignored_inputs(node.params)
         done: set[int] = set()
         for oi, ii in views.get(nid, {}).items():
             o, i = outs[oi], ins[ii]
@@ -130,7 +131,7 @@ def plan_memory(idx: IndexedGraph, shapes: Sequence[tuple[int, ...]], dtypes: Se
             i, o = ins[ii], outs[oi]
             b = sid[i]
             if (b >= 0 and refs[b] == 1 and readers[o] > 0 and size[i] == size[o]
-                    and ii not in op.ignore_inputs):
+                    and ii not in ignored):
                 sid[o] = b
                 inplace[o] = ii
                 refs[b] += readers[o]
@@ -145,7 +146,7 @@ def plan_memory(idx: IndexedGraph, shapes: Sequence[tuple[int, ...]], dtypes: Se
             refs[b] = readers[o]
         for pos, i in enumerate(ins):
             b = sid[i]
-            if b >= 0 and pos not in op.ignore_inputs:
+            if b >= 0 and pos not in ignored:
                 refs[b] -= 1
                 if refs[b] == 0:
                     pool.release(b)

@@ -267,7 +267,8 @@ class Executor:
             ptrs = [arrays[e] for e in ins] + [arrays[o] for o in outs]
             for ln in low.launches:
                 fn = fn_of[ln.spec.name]
-                p_list = [FFI.cast("void *", a.ctypes.data) for a in ptrs]  # type: ignore[union-attr]
+                mine = ptrs if ln.args is None else [ptrs[i] for i in ln.args]
+                p_list = [FFI.cast("void *", a.ctypes.data) for a in mine]  # type: ignore[union-attr]
                 if ln.workspace:
                     ws = np.empty(ln.workspace, np.uint8)
                     self._workspaces.append(ws)

@@ -54,6 +54,7 @@ class CompiledCall:
     def __post_init__(self) -> None:
         if self.lowered is not None and len(self.funcs) == 1 and not (
             self.lowered.launches[0].workspace or self.lowered.launches[0].seed_slot is not None
+            or self.lowered.launches[0].args is not None
         ):
             self.single = (self.funcs[0], self.ia[0], self.fa[0])
         self.out_specs = list(zip(self.out_shapes, self.out_dtypes))
@@ -79,11 +80,12 @@ class CompiledCall:
         for launch, fn, ia, fa in zip(self.lowered.launches, self.funcs, self.ia, self.fa):
             if launch.seed_slot is not None:
                 fa[launch.seed_slot] = float(next_seed())
+            mine = bufs if launch.args is None else [bufs[i] for i in launch.args]
             if launch.workspace:
                 ws = np.empty(launch.workspace, np.uint8)
-                fn(_newp(_VOIDP_ARR, [*bufs, _from_buffer(_CHAR_ARR, ws, True)]), ia, fa)
+                fn(_newp(_VOIDP_ARR, [*mine, _from_buffer(_CHAR_ARR, ws, True)]), ia, fa)
             else:
-                fn(_newp(_VOIDP_ARR, bufs), ia, fa)
+                fn(_newp(_VOIDP_ARR, mine), ia, fa)
 
     def __call__(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Allocate the outputs and run (the imperative fast path)."""
