@@ -1261,6 +1261,48 @@ def slice_axis_reference(p: SliceAxisParams, data: np.ndarray) -> np.ndarray:
     return data[tuple(index)]
 
 
+def slice_axis_backward_lowering(call: KernelCall) -> Lowered:
+    g, shape = call.in_shapes
+    axis = call.params.axis % len(shape)
+    begin = call.params.begin + shape[axis] if call.params.begin < 0 else call.params.begin
+    inner = size(shape[axis + 1 :])
+    spec = KernelSpec.make("shape_slice_backward.c.j2", dtype=call.out_dtypes[0].name,
+                           req=call.out_req(0))
+    ia = (size(shape[:axis]), shape[axis] * inner, g[axis] * inner, begin * inner)
+    return Lowered((Launch(spec, ia),))
+
+
+def _shape_only_backward(name: str, params: Any, lower: Any, doc: str) -> OpDef:
+    """``_backward_<name>(ograd, data) -> data grad``, the data read for its shape/dtype only."""
+    return register(
+        OpDef(
+            name=f"_backward_{name}",
+            params=params,
+            inputs=("ograd", "data"),
+            outputs=("data_grad",),
+            infer_shape=backward_reshape_shape,
+            infer_type=lambda p, ins, outs: (list(ins), [ins[1] or outs[0]]),
+            ignore_inputs=(1,),
+            kernels={DENSE: Kernel(lower)},
+            differentiable=False,
+            doc=doc,
+        )
+    )
+
+
+def _with_data(op: OpDef) -> Any:
+    def grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
+        g = ograds[0]
+        assert g is not None
+        return [Entry(backward_node(op, node, [g, node.inputs[0]]), 0)]
+
+    return grad
+
+
+BACKWARD_SLICE_AXIS = _shape_only_backward(
+    "slice_axis", SliceAxisParams, slice_axis_backward_lowering,
+    "Gradient of slice_axis: the output gradient in its place, zeros elsewhere.")
+
 SLICE_AXIS = register(
     OpDef(
         name="slice_axis",
@@ -1269,6 +1311,7 @@ SLICE_AXIS = register(
         infer_type=same_dtype,
         reference=slice_axis_reference,
         kernels={DENSE: Kernel(slice_axis_lowering)},
+        grad=_with_data(BACKWARD_SLICE_AXIS),
         doc="Slices the input along one axis: ``begin <= i < end``.",
         examples=(
             Example(((5, 6, 7),), {"axis": 1, "begin": 1, "end": 3}),
@@ -1367,6 +1410,18 @@ def cast_lowering(call: KernelCall) -> Lowered:
     return Lowered((Launch(spec, (n,)),))
 
 
+def cast_backward_lowering(call: KernelCall) -> Lowered:
+    """The output gradient cast back to the input's dtype: Cast's kernel on (ograd, dx)."""
+    inner = dataclasses.replace(call, in_shapes=call.in_shapes[:1], in_dtypes=call.in_dtypes[:1],
+                                req=call.out_req(0), reqs=None)
+    low = cast_lowering(inner)
+    return Lowered(tuple(dataclasses.replace(ln, args=(0, 2)) for ln in low.launches))
+
+
+BACKWARD_CAST = _shape_only_backward(
+    "Cast", CastParams, cast_backward_lowering,
+    "Gradient of Cast: the output gradient cast back to the input's dtype.")
+
 CAST = register(
     OpDef(
         name="Cast",
@@ -1379,6 +1434,7 @@ CAST = register(
         expr="x",
         reference=lambda p, data: data.astype(p.dtype),
         kernels={DENSE: Kernel(cast_lowering)},
+        grad=_with_data(BACKWARD_CAST),
         doc="Casts every element to ``dtype``.",
         examples=(
             Example(((2, 3),), {"dtype": "float16"}),
