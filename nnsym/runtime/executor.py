@@ -382,6 +382,51 @@ class Executor:
         for fn, p, ia, fa in (self._bwd_calls_train if self._last_train else self._bwd_calls):
             fn(p, ia, fa)
 
+    def reshape(self, partial_shaping: bool = False, allow_up_sizing: bool = False,
+                **kwargs: Any) -> Executor:
+        """A new executor for new input shapes, sharing this one's parameters: an argument whose
+        new shape fits in its old memory becomes a view of it (writes to either are seen by
+        both); a larger one is refused unless ``allow_up_sizing`` (then it is a new array); an
+        argument not given whose shape changes is refused unless ``partial_shaping``. The two
+        executors must not run at the same time."""
+        sym = self._symbol
+        names = sym.list_arguments()
+        unknown = set(kwargs) - set(names)
+        if unknown:
+            raise BindError(f"reshape: unknown argument(s) {sorted(unknown)}; arguments: {names}")
+        arg_s, _, aux_s = sym._infer("shape", (), kwargs)
+        aux_names = sym.list_auxiliary_states()
+        for n, sh in zip(names + aux_names, arg_s + aux_s):
+            if sh is None or any(d is None for d in sh):
+                raise ShapeError(f"reshape: cannot decide the shape of {n!r} from {kwargs}")
+
+        def fit(name: str, old: NDArray | None, shape: tuple[int, ...], given: bool) -> Any:
+            if old is None or tuple(old.shape) == shape:
+                return old
+            if not given and not partial_shaping:
+                raise BindError(
+                    f"Shape of unspecified arg: {name} changed ({old.shape} -> {shape}); give its "
+                    "shape or set partial_shaping=True"
+                )
+            n = int(np.prod(shape, dtype=np.int64))
+            if n <= old.size:
+                return NDArray(old._data.reshape(-1)[:n].reshape(shape), old.context)
+            if not allow_up_sizing:
+                raise BindError(
+                    f"New shape of arg: {name} {shape} is larger than the original {old.shape}; "
+                    "binding a big executor and sizing it down is cheaper than the reverse. "
+                    "Set allow_up_sizing=True to allow it"
+                )
+            return NDArray(np.zeros(shape, old._data.dtype), old.context)
+
+        args = [fit(n, a, tuple(int(d) for d in sh), n in kwargs)
+                for n, a, sh in zip(names, self.arg_arrays, arg_s)]
+        grads = [fit(n, g, tuple(int(d) for d in sh), n in kwargs)
+                 for n, g, sh in zip(names, self.grad_arrays, arg_s)]
+        aux = [fit(n, a, tuple(int(d) for d in sh), True)
+               for n, a, sh in zip(aux_names, self.aux_arrays, aux_s)]
+        return Executor(sym, self._ctx, args, grads, self._reqs, aux)
+
     # ------------------------------------------------------------------ views of the state
     @property
     def arg_dict(self) -> dict[str, NDArray]:

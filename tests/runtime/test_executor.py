@@ -365,3 +365,29 @@ def test_convnet_trains_one_step_against_finite_differences():
         down = loss()
         w[idx] = old
         np.testing.assert_allclose(g[idx], (up - down) / 2e-6, rtol=1e-5, atol=1e-8)
+
+
+def test_reshape_shares_parameters_and_refuses_growing():
+    net = mlp(hidden=(16,))
+    exe = net.simple_bind(data=(8, 20))
+    rng = np.random.default_rng(11)
+    _fill(exe, rng, 8)
+    small = exe.reshape(data=(4, 20), softmax_label=(4,))
+    assert small.arg_dict["data"].shape == (4, 20)
+    exe.arg_dict["fc1_weight"][:] = 0.5  # the same memory
+    np.testing.assert_array_equal(small.arg_dict["fc1_weight"].asnumpy(), 0.5)
+    small.arg_dict["data"][:] = rng.standard_normal((4, 20))
+    small.forward(is_train=True)
+    small.backward()
+    args = {k: v.asnumpy().astype(np.float64) for k, v in small.arg_dict.items()}
+    p, grads = numpy_mlp(args, 2)
+    np.testing.assert_allclose(small.outputs[0].asnumpy(), p, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(small.grad_dict["fc1_weight"].asnumpy(), grads["fc1_weight"],
+                               rtol=1e-4, atol=1e-5)
+    with pytest.raises(BindError, match="larger than the original"):
+        exe.reshape(data=(16, 20), softmax_label=(16,))
+    assert exe.reshape(data=(16, 20), softmax_label=(16,),
+                       allow_up_sizing=True).arg_dict["data"].shape == (16, 20)
+    with pytest.raises(BindError, match="unspecified arg: softmax_label"):
+        exe.reshape(data=(4, 20))
+    assert exe.reshape(data=(4, 20), partial_shaping=True).arg_dict["softmax_label"].shape == (4,)
