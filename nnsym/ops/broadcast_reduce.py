@@ -544,26 +544,82 @@ def _broadcast_copy_backward(call: KernelCall) -> Lowered:
     return Lowered((_grad_launch("reduce", call, rows, (size(data),), req=call.out_req(0)),))
 
 
-def _reduce_backward(mean: bool) -> Any:
+def _reduce_backward(expr: str, mean: bool = False) -> Any:
+    """The lowering of a reduction's gradient ``expr`` (see the template's "spread" kind)."""
+    uses_y = re.search(r"\by\b", expr) is not None
+
     def lower(call: KernelCall) -> Lowered:
-        """Spread the gradient over the reduced axes (divided by their size for mean)."""
-        p: ReduceAxesParams = call.params
+        p = call.params
+        if getattr(p, "out_dtype", None) is not None and call.in_dtypes[0] != call.out_dtypes[0]:
+            raise OperatorParamError("the gradient of norm with out_dtype is not supported yet")
         data = call.in_shapes[1]
-        kept = tuple(d or 0 for d in reduce_out_shape(data, p.axis, True, p.exclude))
+        kept = tuple(d or 0 for d in reduce_out_shape(data, p.axis, True,
+                                                      getattr(p, "exclude", False)))
         rows = broadcast_rows(data, kept, data)
         n_red = size(data) // max(size(kept), 1) if size(kept) else 0
         scale = 1.0 / n_red if mean and n_red else 1.0
-        return Lowered((_grad_launch("spread", call, rows, fa=(scale,), req=call.out_req(0)),))
+        return Lowered((_grad_launch("spread", call, rows, fa=(scale,), req=call.out_req(0),
+                                     expr=expr, uses_y=uses_y),))
 
     return lower
 
 
+def _reduction_gradient(name: str, params: type[Params], expr: str, doc: str,
+                        mean: bool = False, shape_only: bool = False) -> GradFn:
+    """``_backward_<name>(ograd, data[, output]) -> data grad`` from ``expr``; the data is read
+    for its shape only where the expression does not use x."""
+    uses_y = re.search(r"\by\b", expr) is not None
+    op = register(OpDef(
+        name=f"_backward_{name}",
+        params=params,
+        inputs=("ograd", "data") + (("output",) if uses_y else ()),
+        outputs=("data_grad",),
+        infer_shape=lambda p, ins, outs: (list(ins), [ins[1] or outs[0]]),
+        infer_type=lambda p, ins, outs: (list(ins), [ins[1] or outs[0]]),
+        ignore_inputs=(1,) if shape_only else (),
+        kernels={DENSE: Kernel(_reduce_backward(expr, mean))},
+        differentiable=False,
+        doc=doc,
+    ))
+
+    def grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
+        g = ograds[0]
+        assert g is not None
+        ins = [g, node.inputs[0]] + ([Entry(node, 0)] if uses_y else [])
+        return [Entry(backward_node(op, node, ins), 0)]
+
+    return grad
+
+
 REDUCE_GRADS: dict[str, GradFn] = {
-    "sum": _shape_only_gradient("sum", ReduceAxesParams, _reduce_backward(False),
-                                "Gradient of sum: the output gradient spread over the axes."),
-    "mean": _shape_only_gradient("mean", ReduceAxesParams, _reduce_backward(True),
-                                 "Gradient of mean: the output gradient / n over the axes."),
+    "sum": _reduction_gradient("sum", ReduceAxesParams, "scale * g",
+                               "Gradient of sum: the output gradient spread over the axes.",
+                               shape_only=True),
+    "mean": _reduction_gradient("mean", ReduceAxesParams, "scale * g",
+                                "Gradient of mean: the output gradient / n over the axes.",
+                                mean=True, shape_only=True),
+    "max": _reduction_gradient("max", ReduceAxesParams, "x == y ? g : 0",
+                               "Gradient of max: to every element equal to the maximum."),
+    "min": _reduction_gradient("min", ReduceAxesParams, "x == y ? g : 0",
+                               "Gradient of min: to every element equal to the minimum."),
+    "prod": _reduction_gradient("prod", ReduceAxesParams, "g * y / x",
+                                "Gradient of prod: g * prod / x (as MXNet; undefined at x = 0)."),
 }
+NORM_GRADS = {
+    1: _reduction_gradient("norm1", NormParams, "x > 0 ? g : (x < 0 ? -g : 0)",
+                           "Gradient of the 1-norm: g * sign(x)."),
+    2: _reduction_gradient("norm2", NormParams, "y == 0 ? 0 : g * x / y",
+                           "Gradient of the 2-norm: g * x / norm (0 where the norm is 0)."),
+}
+
+
+def norm_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
+    fn = NORM_GRADS.get(node.params.ord)
+    if fn is None:
+        raise OperatorParamError(f"node {node.name!r} (norm): ord must be 1 or 2")
+    return fn(node, ograds)
+
+
 BROADCAST_TO_GRAD = _shape_only_gradient(
     "broadcast_to", NoParams, _broadcast_copy_backward,
     "Gradient of broadcast_to and broadcast_axis: summed over the broadcast axes.")
@@ -664,6 +720,7 @@ NORM = register(
         infer_shape=norm_shape,
         infer_type=norm_dtype,
         kernels={DENSE: Kernel(_norm_lowering)},
+        grad=norm_grad,
         reference=norm_reference,
         sparse=True,
         doc="L1 or L2 norm over the given axes (over all elements by default).",
