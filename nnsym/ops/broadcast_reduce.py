@@ -541,7 +541,7 @@ def _broadcast_copy_backward(call: KernelCall) -> Lowered:
     """Sum the output gradient over the axes the input was broadcast along."""
     g, data = call.in_shapes
     rows = broadcast_rows(g, data, g)
-    return Lowered((_grad_launch("reduce", call, rows, (size(data),), req=call.out_req(0)),))
+    return Lowered((_grad_launch("reduce", call, rows, (size(data), 0), req=call.out_req(0)),))
 
 
 def _reduce_backward(expr: str, mean: bool = False) -> Any:

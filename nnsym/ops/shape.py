@@ -425,6 +425,33 @@ def reshape_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
     return [Entry(backward_node(BACKWARD_RESHAPE, node, [g, node.inputs[0]], params), 0)]
 
 
+def _shape_only_backward(name: str, params: Any, lower: Any, doc: str) -> OpDef:
+    """``_backward_<name>(ograd, data) -> data grad``, the data read for its shape/dtype only."""
+    return register(
+        OpDef(
+            name=f"_backward_{name}",
+            params=params,
+            inputs=("ograd", "data"),
+            outputs=("data_grad",),
+            infer_shape=backward_reshape_shape,
+            infer_type=lambda p, ins, outs: (list(ins), [ins[1] or outs[0]]),
+            ignore_inputs=(1,),
+            kernels={DENSE: Kernel(lower)},
+            differentiable=False,
+            doc=doc,
+        )
+    )
+
+
+def _with_data(op: OpDef) -> Any:
+    def grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
+        g = ograds[0]
+        assert g is not None
+        return [Entry(backward_node(op, node, [g, node.inputs[0]]), 0)]
+
+    return grad
+
+
 RESHAPE = register(
     OpDef(
         name="Reshape",
@@ -1175,6 +1202,34 @@ def slice_reference(p: SliceParams, data: np.ndarray) -> np.ndarray:
     return data[tuple(slice(b, e, s) for b, e, s in zip(p.begin, p.end, steps))]
 
 
+def scatter_add_lowering(call: KernelCall, dims: Sequence[int], strides: Sequence[int],
+                         offset: int) -> Lowered:
+    """dx[offset + sum(i_k * strides[k])] (+)= g[i] over g's index space ``dims`` (write mode
+    zeroes dx first): the gradient of the strided copies (slice, tile)."""
+    dims = list(dims) or [1]
+    strides = list(strides) or [0]
+    spec = KernelSpec.make("broadcast_reduce_backward.c.j2", kind="reduce", nd=len(dims),
+                           dtype=call.out_dtypes[0].name, req=call.out_req(0))
+    ia = (*dims, *strides, size(call.out_shapes[0]), offset)
+    return Lowered((Launch(spec, ia),))
+
+
+def slice_backward_lowering(call: KernelCall) -> Lowered:
+    """The output gradient added at the slice's positions (zeros elsewhere)."""
+    p, g, shape = call.params, call.in_shapes[0], call.in_shapes[1]
+    st = _strides(shape)
+    dstr, off = list(st), 0
+    for i, (b, s) in enumerate(zip(p.begin, p.steps())):
+        if g[i]:
+            off += slice_start(b, s, shape[i]) * st[i]
+            dstr[i] = s * st[i]
+    return scatter_add_lowering(call, g, dstr, off)
+
+
+BACKWARD_SLICE = _shape_only_backward(
+    "slice", SliceParams, slice_backward_lowering,
+    "Gradient of slice: the output gradient at the slice's positions, zeros elsewhere.")
+
 SLICE = register(
     OpDef(
         name="slice",
@@ -1185,6 +1240,7 @@ SLICE = register(
         sparse=True,
         reference=slice_reference,
         kernels={DENSE: Kernel(slice_lowering)},
+        grad=_with_data(BACKWARD_SLICE),
         doc="Slices a region of the input: ``data[begin[0]:end[0]:step[0], ...]``.",
         examples=(
             Example(((5, 6, 7),), {"begin": (0, 1), "end": (2, 4)}),
@@ -1272,33 +1328,6 @@ def slice_axis_backward_lowering(call: KernelCall) -> Lowered:
     return Lowered((Launch(spec, ia),))
 
 
-def _shape_only_backward(name: str, params: Any, lower: Any, doc: str) -> OpDef:
-    """``_backward_<name>(ograd, data) -> data grad``, the data read for its shape/dtype only."""
-    return register(
-        OpDef(
-            name=f"_backward_{name}",
-            params=params,
-            inputs=("ograd", "data"),
-            outputs=("data_grad",),
-            infer_shape=backward_reshape_shape,
-            infer_type=lambda p, ins, outs: (list(ins), [ins[1] or outs[0]]),
-            ignore_inputs=(1,),
-            kernels={DENSE: Kernel(lower)},
-            differentiable=False,
-            doc=doc,
-        )
-    )
-
-
-def _with_data(op: OpDef) -> Any:
-    def grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
-        g = ograds[0]
-        assert g is not None
-        return [Entry(backward_node(op, node, [g, node.inputs[0]]), 0)]
-
-    return grad
-
-
 BACKWARD_SLICE_AXIS = _shape_only_backward(
     "slice_axis", SliceAxisParams, slice_axis_backward_lowering,
     "Gradient of slice_axis: the output gradient in its place, zeros elsewhere.")
@@ -1367,6 +1396,23 @@ def tile_lowering(call: KernelCall) -> Lowered:
     return strided_lowering(call, dims, strides, 0)
 
 
+def tile_backward_lowering(call: KernelCall) -> Lowered:
+    """The output gradient summed over the repeats: g as (r0, d0, r1, d1, ...) added into dx
+    with stride 0 along the repeats."""
+    d, reps = call.in_shapes[1], call.params.reps
+    nd = max(len(d), len(reps))
+    dd = (1,) * (nd - len(d)) + tuple(d)
+    rr = (1,) * (nd - len(reps)) + tuple(reps)
+    st = _strides(dd)
+    dims = [x for r, n in zip(rr, dd) for x in (r, n)]
+    strides = [x for s in st for x in (0, s)]
+    return scatter_add_lowering(call, dims, strides, 0)
+
+
+BACKWARD_TILE = _shape_only_backward(
+    "tile", TileParams, tile_backward_lowering,
+    "Gradient of tile: the output gradient summed over the repeats.")
+
 TILE = register(
     OpDef(
         name="tile",
@@ -1375,6 +1421,7 @@ TILE = register(
         infer_type=same_dtype,
         reference=lambda p, data: np.tile(data, p.reps),
         kernels={DENSE: Kernel(tile_lowering)},
+        grad=_with_data(BACKWARD_TILE),
         doc="Repeats the whole input ``reps`` times along each axis.",
         examples=(
             Example(((2, 3),), {"reps": (2, 2)}),
