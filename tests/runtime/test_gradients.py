@@ -23,7 +23,6 @@ DIFFERENTIABLE = sorted(
 # Gradients not there yet: they raise a clear error (strict xfail: fixing one fails the test
 # until it leaves this list).
 NOT_YET = {
-    ("LeakyReLU", "act_type", "prelu"): OperatorParamError,
     ("LeakyReLU", "act_type", "rrelu"): OperatorParamError,
     ("Convolution", "layout", "NWC"): NoKernelError,
     ("Convolution", "layout", "NHWC"): NoKernelError,

@@ -354,11 +354,50 @@ _LEAKY_GRAD = unary_gradient("LeakyReLU", lambda p: LEAKY_RELU[p.act_type].backw
                              LeakyReLUParams, ("slope",))
 
 
+def prelu_backward_lowering(call: KernelCall) -> Lowered:
+    """p = [ograd, data, gamma, data grad, gamma grad]: dx = x > 0 ? g : gamma * g, and gamma's
+    gradient sums g * x where x <= 0 over the axes gamma is broadcast along."""
+    from nnsym.ops.elemwise import broadcast_rows
+
+    _, data, gamma = call.in_shapes
+    laid = prelu_gamma_shape(gamma, data)
+    assert laid is not None
+    rows = broadcast_rows(data, data, tuple(int(d or 1) for d in laid))
+    spec = KernelSpec.make(
+        "broadcast_reduce_backward.c.j2", kind="binary", nd=len(rows),
+        dtype=call.out_dtypes[0].name, expr_a="a > 0 ? g : b * g", expr_b="a > 0 ? 0 : g * a",
+        uses_y=False, req_a=call.out_req(0), req_b=call.out_req(1),
+    )
+    ia = (*(r[0] for r in rows), *(r[1] for r in rows), *(r[2] for r in rows), size(data),
+          size(gamma))
+    return Lowered((Launch(spec, ia),))
+
+
+BACKWARD_PRELU = register(
+    OpDef(
+        name="_backward_LeakyReLU_prelu",
+        params=LeakyReLUParams,
+        inputs=("ograd", "data", "gamma"),
+        outputs=("data_grad", "gamma_grad"),
+        infer_shape=lambda p, ins, outs: (list(ins), [ins[1], ins[2]]),
+        infer_type=lambda p, ins, outs: (list(ins), [ins[1], ins[2]]),
+        kernels={DENSE: Kernel(prelu_backward_lowering)},
+        differentiable=False,
+        doc="Gradient of LeakyReLU(act_type='prelu'), gamma's included.",
+    )
+)
+
+
 def leaky_relu_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
-    if node.params.act_type in ("prelu", "rrelu"):
+    if node.params.act_type == "prelu":
+        g = ograds[0]
+        assert g is not None
+        b = backward_node(BACKWARD_PRELU, node, [g, *node.inputs])
+        return [Entry(b, 0), Entry(b, 1)]
+    if node.params.act_type == "rrelu":
         raise OperatorParamError(
-            f"node {node.name!r} (LeakyReLU): the gradient of act_type="
-            f"{node.params.act_type} is not supported yet (leaky, elu, selu and gelu are)"
+            f"node {node.name!r} (LeakyReLU): the gradient of act_type=rrelu is not supported "
+            "yet (leaky, elu, selu, gelu and prelu are)"
         )
     return _LEAKY_GRAD(node, ograds)
 
