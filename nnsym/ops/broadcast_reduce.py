@@ -28,7 +28,7 @@ from nnsym.ops.elemwise import (
     is_integer,
     trunc_div,
 )
-from nnsym.ops.grad import GradFn, backward_node
+from nnsym.ops.grad import GradFn, node_gradient
 from nnsym.ops.params import NoParams, Params, field
 from nnsym.ops.registry import (
     DENSE,
@@ -497,14 +497,7 @@ def broadcast_binary_gradient(name: str, exprs: tuple[str, str]) -> GradFn:
         doc=f"Gradient of {name}: ({exprs[0]}, {exprs[1]}) summed over broadcast axes.",
     ))
 
-    def grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
-        g = ograds[0]
-        assert g is not None
-        ins = [g, node.inputs[0], node.inputs[1]] + ([Entry(node, 0)] if uses_y else [])
-        b = backward_node(op, node, ins)
-        return [Entry(b, 0), Entry(b, 1)]
-
-    return grad
+    return node_gradient(op, lambda n: [*n.inputs[:2], *([Entry(n, 0)] if uses_y else [])])
 
 
 def _like_data_shape(p: Any, ins: list, outs: list) -> tuple[list, list]:
@@ -528,13 +521,7 @@ def _shape_only_gradient(name: str, params: type[Params], lower: Any, doc: str) 
         doc=doc,
     ))
 
-    def grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
-        g = ograds[0]
-        assert g is not None
-        own = node.params if isinstance(node.params, params) else op.parse_params({})[0]
-        return [Entry(backward_node(op, node, [g, node.inputs[0]], own), 0)]
-
-    return grad
+    return node_gradient(op, lambda n: n.inputs[:1])
 
 
 def _broadcast_copy_backward(call: KernelCall) -> Lowered:
@@ -582,13 +569,7 @@ def _reduction_gradient(name: str, params: type[Params], expr: str, doc: str,
         doc=doc,
     ))
 
-    def grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
-        g = ograds[0]
-        assert g is not None
-        ins = [g, node.inputs[0]] + ([Entry(node, 0)] if uses_y else [])
-        return [Entry(backward_node(op, node, ins), 0)]
-
-    return grad
+    return node_gradient(op, lambda n: [n.inputs[0], *([Entry(n, 0)] if uses_y else [])])
 
 
 REDUCE_GRADS: dict[str, GradFn] = {

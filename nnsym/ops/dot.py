@@ -8,8 +8,7 @@ from typing import Any
 import numpy as np
 
 from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
-from nnsym.graph import Entry, Node
-from nnsym.ops.grad import backward_node
+from nnsym.ops.grad import node_gradient
 from nnsym.ops.params import Params, field
 from nnsym.ops.registry import DENSE, Example, Kernel, OpDef, RuleError, register, same_dtype
 from nnsym.types import Shape, shape_str
@@ -196,13 +195,7 @@ def dot_gradient(name: str, dims: Any) -> Any:
         )
     )
 
-    def grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
-        gr = ograds[0]
-        assert gr is not None
-        bn = backward_node(op, node, [gr, node.inputs[0], node.inputs[1]])
-        return [Entry(bn, 0), Entry(bn, 1)]
-
-    return grad
+    return node_gradient(op, lambda n: n.inputs[:2])
 
 
 DOT = register(

@@ -39,8 +39,28 @@ def backward_node(op: OpDef | str, fwd: Node, inputs: Sequence[Entry],
     attributes, a control dependency on the forward node (as MXNet's MakeGradNode)."""
     if isinstance(op, str):
         op = get_op(op)
-    return Node(op, fwd.name + suffix, fwd.params if params is None else params, tuple(inputs),
-                fwd.attrs, (fwd,))
+    if params is None:  # the forward's, unless the backward operator has other parameters
+        params = fwd.params if isinstance(fwd.params, op.params) else op.parse_params({})[0]
+    return Node(op, fwd.name + suffix, params, tuple(inputs), fwd.attrs, (fwd,))
+
+
+def node_gradient(op: OpDef, reads: Callable[[Node], Sequence[Entry]] = lambda n: n.inputs,
+                  to_inputs: Sequence[int] | None = None) -> GradFn:
+    """The common gradient: one backward node ``op`` fed the output gradient and then
+    ``reads(node)`` (the forward entries it needs); its output k is the gradient of forward
+    input ``to_inputs[k]`` (default k); the other inputs get none."""
+
+    def grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
+        g = ograds[0]
+        assert g is not None
+        b = backward_node(op, node, [g, *reads(node)])
+        res: list[Entry | None] = [None] * len(node.inputs)
+        positions = range(b.num_outputs()) if to_inputs is None else to_inputs
+        for k, pos in enumerate(positions):
+            res[pos] = Entry(b, k)
+        return res
+
+    return grad
 
 
 def no_gradient(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:

@@ -24,7 +24,7 @@ import numpy as np
 
 from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.graph import Entry, Node
-from nnsym.ops.grad import backward_node, no_gradient, pass_through
+from nnsym.ops.grad import backward_node, no_gradient, node_gradient, pass_through
 from nnsym.ops.params import NoParams, Params, field
 from nnsym.ops.registry import (
     DENSE,
@@ -418,11 +418,7 @@ BACKWARD_RESHAPE = register(
 )
 
 
-def reshape_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
-    g = ograds[0]
-    assert g is not None
-    params, _ = BACKWARD_RESHAPE.parse_params({})
-    return [Entry(backward_node(BACKWARD_RESHAPE, node, [g, node.inputs[0]], params), 0)]
+reshape_grad = node_gradient(BACKWARD_RESHAPE, lambda n: n.inputs[:1])
 
 
 def _shape_only_backward(name: str, params: Any, lower: Any, doc: str) -> OpDef:
@@ -444,12 +440,7 @@ def _shape_only_backward(name: str, params: Any, lower: Any, doc: str) -> OpDef:
 
 
 def _with_data(op: OpDef) -> Any:
-    def grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
-        g = ograds[0]
-        assert g is not None
-        return [Entry(backward_node(op, node, [g, node.inputs[0]]), 0)]
-
-    return grad
+    return node_gradient(op, lambda n: n.inputs[:1])
 
 
 RESHAPE = register(
@@ -921,11 +912,7 @@ BACKWARD_CONCAT = register(
 )
 
 
-def concat_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
-    g = ograds[0]
-    assert g is not None
-    b = backward_node(BACKWARD_CONCAT, node, [g, *node.inputs])
-    return [Entry(b, i) for i in range(len(node.inputs))]
+concat_grad = node_gradient(BACKWARD_CONCAT)
 
 
 CONCAT = register(

@@ -20,7 +20,7 @@ import numpy as np
 from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.errors import OperatorParamError
 from nnsym.graph import Entry, Node
-from nnsym.ops.grad import backward_node, unary_gradient
+from nnsym.ops.grad import backward_node, node_gradient, unary_gradient
 from nnsym.ops.params import Params, field
 from nnsym.ops.registry import (
     DENSE,
@@ -556,15 +556,9 @@ def _softmax_gradient(name: str, log: bool) -> Any:
         )
     )
 
-    def grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
-        # With use_length the masked positions' outputs are 0, which zeroes their gradient and
-        # keeps them out of the sum; the lengths get no gradient.
-        g = ograds[0]
-        assert g is not None
-        b = backward_node(op, node, [g, Entry(node, 0), node.inputs[0]])
-        return [Entry(b, 0)] + [None] * (len(node.inputs) - 1)
-
-    return grad
+    # With use_length the masked positions' outputs are 0, which zeroes their gradient and keeps
+    # them out of the sum; the lengths get no gradient.
+    return node_gradient(op, lambda n: [Entry(n, 0), n.inputs[0]], to_inputs=(0,))
 
 
 SOFTMAX = register(

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
-from nnsym.graph import Entry, Node
-from nnsym.ops.grad import backward_node
+from nnsym.graph import Entry
+from nnsym.ops.grad import node_gradient
 from nnsym.ops.params import Params, field
 from nnsym.ops.registry import (
     DENSE,
@@ -156,15 +156,13 @@ BACKWARD_BATCH_NORM = register(
 )
 
 
-def batch_norm_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
-    """From the saved mean and inverse std (the forward's extra outputs); the moving statistics
-    (aux states) get no gradient."""
-    g = ograds[0]
-    assert g is not None
-    data, gamma, _, mmean, mvar = node.inputs
-    b = backward_node(BACKWARD_BATCH_NORM, node,
-                      [g, data, gamma, Entry(node, 1), Entry(node, 2), mmean, mvar])
-    return [Entry(b, 0), Entry(b, 1), Entry(b, 2), None, None]
+# From the saved mean and inverse std (the forward's extra outputs); the moving statistics
+# (aux states) get no gradient.
+batch_norm_grad = node_gradient(
+    BACKWARD_BATCH_NORM,
+    lambda n: [n.inputs[0], n.inputs[1], Entry(n, 1), Entry(n, 2), n.inputs[3], n.inputs[4]],
+    to_inputs=(0, 1, 2),
+)
 
 
 BATCH_NORM = register(

@@ -15,8 +15,8 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
-from nnsym.graph import Entry, Node
-from nnsym.ops.grad import backward_node
+from nnsym.graph import Entry
+from nnsym.ops.grad import node_gradient
 from nnsym.ops.params import Params, field
 from nnsym.ops.registry import (
     DENSE,
@@ -382,11 +382,7 @@ BACKWARD_CONVOLUTION = register(
 )
 
 
-def convolution_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
-    g = ograds[0]
-    assert g is not None
-    b = backward_node(BACKWARD_CONVOLUTION, node, [g, node.inputs[0], node.inputs[1]])
-    return [Entry(b, i) for i in range(len(node.inputs))]
+convolution_grad = node_gradient(BACKWARD_CONVOLUTION, lambda n: n.inputs[:2])
 
 
 CONVOLUTION = register(
@@ -727,10 +723,7 @@ BACKWARD_POOLING = register(
 )
 
 
-def pooling_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
-    g = ograds[0]
-    assert g is not None
-    return [Entry(backward_node(BACKWARD_POOLING, node, [g, node.inputs[0], Entry(node, 0)]), 0)]
+pooling_grad = node_gradient(BACKWARD_POOLING, lambda n: [n.inputs[0], Entry(n, 0)])
 
 
 POOLING = register(

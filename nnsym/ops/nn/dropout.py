@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
-from nnsym.graph import Entry, Node
-from nnsym.ops.grad import backward_node
+from nnsym.graph import Entry
+from nnsym.ops.grad import node_gradient
 from nnsym.ops.params import Params, field
 from nnsym.ops.registry import DENSE, Example, Kernel, OpDef, RuleError, register
 from nnsym.types import shape_str
@@ -164,10 +164,7 @@ BACKWARD_DROPOUT = register(
 )
 
 
-def dropout_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
-    g = ograds[0]
-    assert g is not None
-    return [Entry(backward_node(BACKWARD_DROPOUT, node, [g, Entry(node, 1)]), 0)]
+dropout_grad = node_gradient(BACKWARD_DROPOUT, lambda n: [Entry(n, 1)])
 
 
 def _broadcast_groups(shape: tuple[int, ...], axes: tuple[int, ...]) -> list[tuple[int, bool]]:

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
-from nnsym.graph import Entry, Node
-from nnsym.ops.grad import backward_node
+from nnsym.ops.grad import node_gradient
 from nnsym.ops.params import Params, field
 from nnsym.ops.registry import DENSE, Example, Kernel, OpDef, RuleError, register
 
@@ -100,11 +99,8 @@ BACKWARD_EMBEDDING = register(
 )
 
 
-def embedding_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
-    """The indices get no gradient; the weight the looked-up rows' sums."""
-    g = ograds[0]
-    assert g is not None
-    return [None, Entry(backward_node(BACKWARD_EMBEDDING, node, [g, node.inputs[0]]), 0)]
+# The indices get no gradient; the weight the looked-up rows' sums.
+embedding_grad = node_gradient(BACKWARD_EMBEDDING, lambda n: n.inputs[:1], to_inputs=(1,))
 
 
 EMBEDDING = register(

@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
-from nnsym.graph import Entry, Node
 from nnsym.ops.dot import gemm_launch
-from nnsym.ops.grad import backward_node
+from nnsym.ops.grad import node_gradient
 from nnsym.ops.params import Params, field
 from nnsym.ops.registry import (
     DENSE,
@@ -150,11 +149,7 @@ BACKWARD_FULLY_CONNECTED = register(
 )
 
 
-def fully_connected_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
-    g = ograds[0]
-    assert g is not None
-    b = backward_node(BACKWARD_FULLY_CONNECTED, node, [g, node.inputs[0], node.inputs[1]])
-    return [Entry(b, i) for i in range(len(node.inputs))]
+fully_connected_grad = node_gradient(BACKWARD_FULLY_CONNECTED, lambda n: n.inputs[:2])
 
 
 FULLY_CONNECTED = register(
