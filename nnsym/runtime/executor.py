@@ -82,7 +82,8 @@ class Executor:
     prebound kernel calls of forward and backward."""
 
     def __init__(self, symbol: Any, ctx: Context | None, args: Any, args_grad: Any = None,
-                 grad_req: Any = "write", aux_states: Any = None):
+                 grad_req: Any = "write", aux_states: Any = None,
+                 shared_pools: list[np.ndarray] | None = None):
         self._symbol = symbol
         self._ctx = ctx or cpu()
         if self._ctx.device_type != "cpu":
@@ -100,10 +101,10 @@ class Executor:
         self.grad_arrays: list[NDArray | None] = [
             g if r != "null" else None for g, r in zip(grads, self._reqs)
         ]
-        self._build()
+        self._build(shared_pools)
 
     # ------------------------------------------------------------------ building
-    def _build(self) -> None:
+    def _build(self, shared_pools: list[np.ndarray] | None) -> None:
         sym = self._symbol
         sidx = sym.index
         arg_nodes = [i for i in sidx.input_nodes if i not in sidx.mutable_input_nodes]
@@ -236,7 +237,7 @@ class Executor:
                     f"{dtypes[eid].name}"
                 )
             arrays[eid] = gnd._data
-        self._pools = [np.empty(max(b, 1), np.uint8) for b in self._plan.block_bytes]
+        self._pools = _pools(self._plan.block_bytes, shared_pools)
         for nid, node in enumerate(idx.nodes):
             if node.op is None:
                 continue
@@ -461,6 +462,25 @@ class Executor:
         from nnsym.runtime.debug import debug_str
 
         return debug_str(self._idx, self._plan)
+
+
+def _pools(block_bytes: Sequence[int], shared: list[np.ndarray] | None) -> list[np.ndarray]:
+    """A byte array per planned block. With ``shared`` (another executor's pool list), each
+    block, largest first, takes an unused shared array that is large enough; new arrays are
+    appended to ``shared``, so executors bound one after another share one pool."""
+    out: list[np.ndarray | None] = [None] * len(block_bytes)
+    free = list(shared) if shared is not None else []
+    for b in sorted(range(len(block_bytes)), key=lambda i: -block_bytes[i]):
+        need = max(block_bytes[b], 1)
+        fits = [k for k, a in enumerate(free) if a.nbytes >= need]
+        if fits:
+            out[b] = free.pop(min(fits, key=lambda k: free[k].nbytes))
+        else:
+            new = np.empty(need, np.uint8)
+            out[b] = new
+            if shared is not None:
+                shared.append(new)
+    return [a for a in out if a is not None]
 
 
 def _named(names: Sequence[str], arrays: Sequence[Any]) -> dict[str, Any]:

@@ -404,13 +404,18 @@ class Symbol:
                     stype_dict: Any = None, group2ctx: Any = None, shared_arg_names: Any = None,
                     shared_exec: Any = None, shared_buffer: Any = None, **kwargs: Any) -> Any:
         """Infer every shape and dtype from the given input shapes (and ``type_dict``; float32
-        otherwise), allocate zero-filled arguments, gradients and auxiliary states, and bind."""
-        from nnsym.ndarray.ndarray import zeros
-        from nnsym.runtime.executor import Executor, _reqs
+        otherwise), allocate zero-filled arguments, gradients and auxiliary states, and bind.
 
-        _unsupported(stype_dict=stype_dict, group2ctx=group2ctx,
-                     shared_arg_names=shared_arg_names, shared_exec=shared_exec,
-                     shared_buffer=shared_buffer)
+        ``shared_exec`` (with ``shared_arg_names``): those arguments and their gradients, and
+        every auxiliary state, are ``shared_exec``'s own arrays (shapes and dtypes must match),
+        and the internal memory pool is shared with it (the two must not run at the same
+        time). ``shared_buffer`` (name -> NDArray): every other argument (and ``"grad of " +
+        name``) is a view of the buffer's array when that is large enough and of the same
+        dtype; otherwise a new array is made and put in the buffer (MXNet's bucketing)."""
+        from nnsym.ndarray.ndarray import NDArray, zeros
+        from nnsym.runtime.executor import BindError, Executor, _reqs
+
+        _unsupported(stype_dict=stype_dict, group2ctx=group2ctx)
         arg_s, _, aux_s = self._infer("shape", (), kwargs)
         names = self.list_arguments()
         aux_names = self.list_auxiliary_states()
@@ -422,12 +427,49 @@ class Symbol:
             )
         arg_t, _, aux_t = self._infer("type", (), dict(type_dict or {}))
         f32 = np.dtype(np.float32)
-        args = [zeros(s, ctx, t or f32) for s, t in zip(_mx_shapes(arg_s), arg_t)]
-        aux = [zeros(s, ctx, t or f32) for s, t in zip(_mx_shapes(aux_s), aux_t)]
+        shared = set(shared_arg_names or ())
+        if shared and shared_exec is None:
+            raise BindError("shared_arg_names needs shared_exec")
+
+        def take(key: str, shape: tuple[int, ...], dtype: np.dtype) -> NDArray:
+            if shared_buffer is None:
+                return zeros(shape, ctx, dtype)
+            buf = shared_buffer.get(key)
+            n = int(np.prod(shape, dtype=np.int64))
+            if buf is not None and np.dtype(buf.dtype) == dtype and buf.size >= n:
+                return NDArray(buf._data.reshape(-1)[:n].reshape(shape), buf.context)
+            if buf is not None:
+                warnings.warn(f"simple_bind: shared_buffer[{key!r}] {buf.shape} is too small "
+                              f"for {shape} (or of another dtype); allocating a new one",
+                              stacklevel=3)
+            new = zeros(shape, ctx, dtype)
+            shared_buffer[key] = new
+            return new
+
+        def from_exec(what: str, have: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+            if have is None or tuple(have.shape) != shape or np.dtype(have.dtype) != dtype:
+                got = None if have is None else (have.shape, np.dtype(have.dtype).name)
+                raise BindError(f"shared_exec's {what} is {got}, this bind needs "
+                                f"{(shape, dtype.name)}")
+            return have
+
+        shapes = _mx_shapes(arg_s)
+        dtypes = [np.dtype(t or f32) for t in arg_t]
+        args = [from_exec(f"argument {n!r}", shared_exec.arg_dict.get(n), s, t) if n in shared
+                else take(n, s, t) for n, s, t in zip(names, shapes, dtypes)]
+        if shared_exec is not None:
+            aux = [from_exec(f"auxiliary state {n!r}", shared_exec.aux_dict.get(n), s,
+                             np.dtype(t or f32))
+                   for n, s, t in zip(aux_names, _mx_shapes(aux_s), aux_t)]
+        else:
+            aux = [zeros(s, ctx, t or f32) for s, t in zip(_mx_shapes(aux_s), aux_t)]
         reqs = _reqs(grad_req, names, args)
-        grads = [zeros(a.shape, ctx, a.dtype) if r != "null" else None
-                 for a, r in zip(args, reqs)]
-        return Executor(self, ctx, args, grads, reqs, aux)
+        grads = [None if r == "null" else
+                 from_exec(f"gradient of {n!r}", shared_exec.grad_dict.get(n), s, t)
+                 if n in shared else take("grad of " + n, s, t)
+                 for n, r, s, t in zip(names, reqs, shapes, dtypes)]
+        return Executor(self, ctx, args, grads, reqs, aux,
+                        shared_pools=None if shared_exec is None else shared_exec._pools)
 
     def eval(self, ctx: Any = None, **kwargs: Any) -> list[Any]:
         """Bind the given arrays (no gradients) and run forward once."""

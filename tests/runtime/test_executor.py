@@ -211,7 +211,7 @@ def test_bad_input_is_reported_clearly():
     with pytest.raises(OperatorParamError, match="not supported yet"):
         sym.LeakyReLU(x, act_type="rrelu").simple_bind(x=(3,))
     with pytest.raises(NNSymError, match="not supported"):
-        t.simple_bind(x=(3,), shared_buffer={})
+        t.simple_bind(x=(3,), stype_dict={"x": "csr"})
     with pytest.raises(ShapeError, match="cannot decide"):
         net.simple_bind()
 
@@ -390,3 +390,38 @@ def test_reshape_shares_parameters_and_refuses_growing():
     with pytest.raises(BindError, match="unspecified arg: softmax_label"):
         exe.reshape(data=(4, 20))
     assert exe.reshape(data=(4, 20), partial_shaping=True).arg_dict["softmax_label"].shape == (4,)
+
+
+def test_shared_exec_and_shared_buffer_for_buckets():
+    import warnings
+
+    net = mlp(hidden=(16,))
+    params = ["fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias"]
+    big = net.simple_bind(data=(8, 20))
+    _fill(big, np.random.default_rng(12), 8)
+    buf: dict = {}
+    small = net.simple_bind(data=(4, 20), shared_exec=big, shared_arg_names=params,
+                            shared_buffer=buf)
+    for k in params:  # the very same arrays
+        assert small.arg_dict[k] is big.arg_dict[k] and small.grad_dict[k] is big.grad_dict[k]
+    assert set(buf) == {"data", "softmax_label", "grad of data", "grad of softmax_label"}
+    assert all(a is not None for a in small._pools)
+    assert {id(a) for a in small._pools} <= {id(a) for a in big._pools}  # the pool is shared
+    small.arg_dict["data"][:] = np.random.default_rng(13).standard_normal((4, 20))
+    small.forward(is_train=True)
+    small.backward()
+    args = {k: v.asnumpy().astype(np.float64) for k, v in small.arg_dict.items()}
+    _, grads = numpy_mlp(args, 2)
+    np.testing.assert_allclose(big.grad_dict["fc1_weight"].asnumpy(), grads["fc1_weight"],
+                               rtol=1e-4, atol=1e-5)
+    # a smaller bucket takes views of the buffer; a larger one replaces it, with a warning
+    tiny = net.simple_bind(data=(2, 20), shared_exec=big, shared_arg_names=params,
+                           shared_buffer=buf)
+    assert np.shares_memory(tiny.arg_dict["data"]._data, buf["data"]._data)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        net.simple_bind(data=(6, 20), shared_exec=big, shared_arg_names=params,
+                        shared_buffer=buf)
+    assert any("too small" in str(m.message) for m in w) and buf["data"].shape == (6, 20)
+    with pytest.raises(BindError, match="shared_exec's argument 'fc1_weight'"):
+        mlp(hidden=(32,)).simple_bind(data=(4, 20), shared_exec=big, shared_arg_names=params)
