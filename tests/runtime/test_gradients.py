@@ -10,7 +10,6 @@ import pytest
 from nnsym import nd, sym
 from nnsym.errors import OperatorParamError
 from nnsym.ops import REGISTRY
-from nnsym.runtime.imperative import NoKernelError
 from nnsym.test_utils import check_numeric_gradient
 from nnsym.testing import make_inputs
 
@@ -24,9 +23,6 @@ DIFFERENTIABLE = sorted(
 # until it leaves this list).
 NOT_YET = {
     ("LeakyReLU", "act_type", "rrelu"): OperatorParamError,
-    ("Convolution", "layout", "NWC"): NoKernelError,
-    ("Convolution", "layout", "NHWC"): NoKernelError,
-    ("Convolution", "layout", "NDHWC"): NoKernelError,
 }
 
 
