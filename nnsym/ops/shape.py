@@ -1173,15 +1173,23 @@ def slice_start(begin: int | None, step: int, n: int) -> int:
     return b
 
 
-def slice_lowering(call: KernelCall) -> Lowered:
-    p, shape, out = call.params, call.in_shapes[0], call.out_shapes[0]
+def slice_geometry(p: SliceParams, shape: tuple[int, ...],
+                   out: tuple[int, ...]) -> tuple[list[int], int]:
+    """The data's element strides along the slice's axes (step times the axis stride) and the
+    offset of its first element: where the output's elements are in the data."""
     st = _strides(shape)
-    istr, off = list(st), 0
+    strides, off = list(st), 0
     for i, (b, s) in enumerate(zip(p.begin, p.steps())):
         if out[i]:
             off += slice_start(b, s, shape[i]) * st[i]
-            istr[i] = s * st[i]
-    return strided_lowering(call, out, istr, off)
+            strides[i] = s * st[i]
+    return strides, off
+
+
+def slice_lowering(call: KernelCall) -> Lowered:
+    out = call.out_shapes[0]
+    strides, off = slice_geometry(call.params, call.in_shapes[0], out)
+    return strided_lowering(call, out, strides, off)
 
 
 def slice_reference(p: SliceParams, data: np.ndarray) -> np.ndarray:
@@ -1203,14 +1211,9 @@ def scatter_add_lowering(call: KernelCall, dims: Sequence[int], strides: Sequenc
 
 def slice_backward_lowering(call: KernelCall) -> Lowered:
     """The output gradient added at the slice's positions (zeros elsewhere)."""
-    p, g, shape = call.params, call.in_shapes[0], call.in_shapes[1]
-    st = _strides(shape)
-    dstr, off = list(st), 0
-    for i, (b, s) in enumerate(zip(p.begin, p.steps())):
-        if g[i]:
-            off += slice_start(b, s, shape[i]) * st[i]
-            dstr[i] = s * st[i]
-    return scatter_add_lowering(call, g, dstr, off)
+    g = call.in_shapes[0]
+    strides, off = slice_geometry(call.params, call.in_shapes[1], g)
+    return scatter_add_lowering(call, g, strides, off)
 
 
 BACKWARD_SLICE = _shape_only_backward(
@@ -1369,30 +1372,28 @@ def tile_shape(p: TileParams, ins: list, outs: list) -> tuple[list, list]:
     return [d], [out]
 
 
-def tile_lowering(call: KernelCall) -> Lowered:
-    """The output as (r0, d0, r1, d1, ...): repeats read the input with stride 0."""
-    d, reps = call.in_shapes[0], call.params.reps
-    if not reps:
-        return copy_lowering(call)
+def tile_geometry(d: tuple[int, ...], reps: tuple[int, ...]) -> tuple[list[int], list[int]]:
+    """The output as (r0, d0, r1, d1, ...) and the data's strides there (0 along repeats)."""
     nd = max(len(d), len(reps))
     dd = (1,) * (nd - len(d)) + tuple(d)
     rr = (1,) * (nd - len(reps)) + tuple(reps)
-    st = _strides(dd)
     dims = [x for r, n in zip(rr, dd) for x in (r, n)]
-    strides = [x for s in st for x in (0, s)]
+    strides = [x for s in _strides(dd) for x in (0, s)]
+    return dims, strides
+
+
+def tile_lowering(call: KernelCall) -> Lowered:
+    """The output as (r0, d0, r1, d1, ...): repeats read the input with stride 0."""
+    if not call.params.reps:
+        return copy_lowering(call)
+    dims, strides = tile_geometry(call.in_shapes[0], call.params.reps)
     return strided_lowering(call, dims, strides, 0)
 
 
 def tile_backward_lowering(call: KernelCall) -> Lowered:
     """The output gradient summed over the repeats: g as (r0, d0, r1, d1, ...) added into dx
     with stride 0 along the repeats."""
-    d, reps = call.in_shapes[1], call.params.reps
-    nd = max(len(d), len(reps))
-    dd = (1,) * (nd - len(d)) + tuple(d)
-    rr = (1,) * (nd - len(reps)) + tuple(reps)
-    st = _strides(dd)
-    dims = [x for r, n in zip(rr, dd) for x in (r, n)]
-    strides = [x for s in st for x in (0, s)]
+    dims, strides = tile_geometry(call.in_shapes[1], call.params.reps)
     return scatter_add_lowering(call, dims, strides, 0)
 
 
