@@ -208,8 +208,8 @@ def test_bad_input_is_reported_clearly():
         exe.backward(nd.ones(4))
     with pytest.raises(BindError, match="gradient array for 'x'"):
         t.bind(None, {"x": nd.ones(3)}, args_grad={"x": nd.ones(4)})
-    with pytest.raises(OperatorParamError, match="not supported yet"):
-        sym.LeakyReLU(x, act_type="rrelu").simple_bind(x=(3,))
+    with pytest.raises(OperatorParamError, match="ord"):
+        sym.norm(x, ord=3).simple_bind(x=(3,))
     with pytest.raises(NNSymError, match="not supported"):
         t.simple_bind(x=(3,), stype_dict={"x": "csr"})
     with pytest.raises(ShapeError, match="cannot decide"):
@@ -425,3 +425,25 @@ def test_shared_exec_and_shared_buffer_for_buckets():
     assert any("too small" in str(m.message) for m in w) and buf["data"].shape == (6, 20)
     with pytest.raises(BindError, match="shared_exec's argument 'fc1_weight'"):
         mlp(hidden=(32,)).simple_bind(data=(4, 20), shared_exec=big, shared_arg_names=params)
+
+
+def test_rrelu_trains_with_random_slopes_and_its_gradient_uses_them():
+    x = sym.Variable("x")
+    y = sym.LeakyReLU(x, act_type="rrelu", lower_bound=0.1, upper_bound=0.3, name="rr")
+    a = np.random.default_rng(14).uniform(-2, 2, (50, 40))
+    grads = {"x": nd.zeros(a.shape, dtype="float64")}
+    exe = y.bind(None, {"x": nd.array(a)}, args_grad=grads)
+    inference = exe.forward(is_train=False)[0].asnumpy()
+    np.testing.assert_allclose(inference, np.where(a > 0, a, 0.2 * a), rtol=1e-15)
+    out = exe.forward(is_train=True)[0].asnumpy().copy()
+    neg = a < 0
+    slopes = out[neg] / a[neg]
+    assert slopes.min() >= 0.1 and slopes.max() <= 0.3 and slopes.std() > 0.04
+    np.testing.assert_array_equal(out[~neg], a[~neg])
+    head = np.random.default_rng(15).standard_normal(a.shape)
+    exe.backward([nd.array(head), nd.zeros(a.shape, dtype="float64")])  # the mask is an output
+    want = np.where(a > 0, head, 0.0)
+    want[neg] = head[neg] * slopes
+    np.testing.assert_allclose(grads["x"].asnumpy(), want, rtol=1e-12)
+    again = exe.forward(is_train=True)[0].asnumpy()
+    assert (again[neg] != out[neg]).any()  # fresh slopes every training run

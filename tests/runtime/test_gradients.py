@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from nnsym import nd, sym
-from nnsym.errors import OperatorParamError
 from nnsym.ops import REGISTRY
 from nnsym.test_utils import check_numeric_gradient
 from nnsym.testing import make_inputs
@@ -22,7 +21,6 @@ DIFFERENTIABLE = sorted(
 # Gradients not there yet: they raise a clear error (strict xfail: fixing one fails the test
 # until it leaves this list).
 NOT_YET = {
-    ("LeakyReLU", "act_type", "rrelu"): OperatorParamError,
 }
 
 

@@ -11,6 +11,7 @@ output (the slope applied to each element).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -18,9 +19,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
-from nnsym.errors import OperatorParamError
 from nnsym.graph import Entry, Node
-from nnsym.ops.grad import backward_node, node_gradient, unary_gradient
+from nnsym.ops.grad import node_gradient, unary_gradient
 from nnsym.ops.params import Params, field
 from nnsym.ops.registry import (
     DENSE,
@@ -80,8 +80,11 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     return np.asarray(0.5 * x * (1 + np.vectorize(erf, otypes=[np.float64])(x * _SQRT1_2)))
 
 
-# rrelu's slope at inference (also the value of its mask output).
+# rrelu's slope at inference (also the value of its mask output), and in training.
 RRELU_MEAN_SLOPE = "0.5 * (lower_bound + upper_bound)"
+RRELU_RANDOM_SLOPE = (
+    "(lower_bound + (upper_bound - lower_bound) * nnsym_uniform((uint64_t)seed, (uint64_t)i))"
+)
 
 # LeakyReLU(act_type=...). ``gamma`` (prelu) also has a gradient: the sum over every axis but 1
 # of ``x > 0 ? 0 : x * g``. rrelu is written for inference, where the slope is the bounds' mean.
@@ -173,7 +176,15 @@ def _leaky_relu_lowering(call: KernelCall) -> Lowered:
         return Lowered((elementwise_launch(call, expr, gamma=True),))
     if p.act_type == "rrelu":
         bounds = {"lower_bound": p.lower_bound, "upper_bound": p.upper_bound}
-        return Lowered((elementwise_launch(call, expr, bounds, mask_expr=RRELU_MEAN_SLOPE),))
+        if not call.is_train:
+            return Lowered((elementwise_launch(call, expr, bounds, mask_expr=RRELU_MEAN_SLOPE),))
+        # Training: a slope per element drawn uniformly in [lower, upper] from a seed the runtime
+        # sets before every run (fa[2]); the output and the mask compute the same draw.
+        launch = elementwise_launch(
+            call, f"x > 0 ? x : {RRELU_RANDOM_SLOPE} * x", {**bounds, "seed": 0.0},
+            mask_expr=RRELU_RANDOM_SLOPE,
+        )
+        return Lowered((dataclasses.replace(launch, seed_slot=2),))
     fparams = {"slope": p.slope} if "slope" in expr else {}
     return Lowered((elementwise_launch(call, expr, fparams),))
 
@@ -388,18 +399,45 @@ BACKWARD_PRELU = register(
 )
 
 
+def rrelu_backward_lowering(call: KernelCall) -> Lowered:
+    """p = [ograd, output, mask, data grad, (mask grad: never computed)]: the slope each
+    element had is in the forward's mask (random in training, the mean at inference)."""
+    from nnsym.ops.elemwise import broadcast_rows
+
+    shape = call.in_shapes[1]
+    rows = broadcast_rows(shape, shape, shape)
+    spec = KernelSpec.make(
+        "broadcast_reduce_backward.c.j2", kind="binary", nd=len(rows),
+        dtype=call.out_dtypes[0].name, expr_a="a > 0 ? g : b * g", expr_b="0",
+        uses_y=False, req_a=call.out_req(0), req_b="null",
+    )
+    ia = (*(r[0] for r in rows), *(r[1] for r in rows), *(r[2] for r in rows), size(shape),
+          size(shape))
+    return Lowered((Launch(spec, ia),))
+
+
+BACKWARD_RRELU = register(
+    OpDef(
+        name="_backward_LeakyReLU_rrelu",
+        params=LeakyReLUParams,
+        inputs=("ograd", "output", "mask"),
+        outputs=("data_grad", "mask_grad"),
+        infer_shape=lambda p, ins, outs: (list(ins), [ins[1], ins[2]]),
+        infer_type=lambda p, ins, outs: (list(ins), [ins[1], ins[2]]),
+        kernels={DENSE: Kernel(rrelu_backward_lowering)},
+        differentiable=False,
+        doc="Gradient of LeakyReLU(act_type='rrelu') from the slopes in its mask output.",
+    )
+)
+
+_GRADS = {
+    "prelu": node_gradient(BACKWARD_PRELU),
+    "rrelu": node_gradient(BACKWARD_RRELU, lambda n: [Entry(n, 0), Entry(n, 1)], to_inputs=(0,)),
+}
+
+
 def leaky_relu_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
-    if node.params.act_type == "prelu":
-        g = ograds[0]
-        assert g is not None
-        b = backward_node(BACKWARD_PRELU, node, [g, *node.inputs])
-        return [Entry(b, 0), Entry(b, 1)]
-    if node.params.act_type == "rrelu":
-        raise OperatorParamError(
-            f"node {node.name!r} (LeakyReLU): the gradient of act_type=rrelu is not supported "
-            "yet (leaky, elu, selu, gelu and prelu are)"
-        )
-    return _LEAKY_GRAD(node, ograds)
+    return _GRADS.get(node.params.act_type, _LEAKY_GRAD)(node, ograds)
 
 
 LEAKY_RELU_OP = register(
@@ -416,6 +454,7 @@ LEAKY_RELU_OP = register(
         reference=leaky_relu_reference,
         kernels={DENSE: Kernel(_leaky_relu_lowering)},
         grad=leaky_relu_grad,
+        train_mode=True,
         aliases=("_npx_leaky_relu",),
         input_var_attrs={"gamma": {"__init__": '["Constant", {"value": 0.25}]'}},
         doc="Leaky rectifiers: leaky, elu, selu, gelu, prelu (learned gamma per channel) and "
