@@ -219,6 +219,37 @@ def _load(specs: list[KernelSpec]) -> None:
             _FUNCS[spec.name] = getattr(lib, spec.name)
 
 
+RUNNER_SOURCE = """\
+#include <stdint.h>
+typedef void (*nnsym_kernel_t)(void *const *, const int64_t *, const double *);
+/* Run n prebound kernel calls in order: one foreign call for a whole forward or backward. */
+void nnsym_run_list(int64_t n, nnsym_kernel_t *f, void *const **p, const int64_t **ia,
+                    const double **fa)
+{
+    for (int64_t i = 0; i < n; ++i) f[i](p[i], ia[i], fa[i]);
+}
+"""
+RUNNER_CDEF = """\
+typedef void (*nnsym_kernel_t)(void *const *, const int64_t *, const double *);
+void nnsym_run_list(int64_t n, nnsym_kernel_t *f, void *const **p, const int64_t **ia,
+                    const double **fa);
+"""
+
+
+@functools.lru_cache(maxsize=1)
+def runner() -> Any:
+    """``nnsym_run_list``: runs a list of prebound kernel calls in one foreign call (the GIL
+    released once for all of them)."""
+    fl = ["-O2", "-fPIC", "-shared", "-std=gnu11"]
+    key = library_key(RUNNER_SOURCE, fl, [], cdef=RUNNER_CDEF)
+    entry = build_library(key, RUNNER_SOURCE, fl, [], cdef=RUNNER_CDEF)
+    with _CFFI_LOCK:
+        FFI.cdef(RUNNER_CDEF, override=True)
+        lib = FFI.dlopen(str(entry / "lib.so"))
+        _LIBS[key] = lib
+    return lib.nnsym_run_list
+
+
 def library_key(source: str, fl: list[str], lf: list[str], **meta: Any) -> str:
     """The cache key of a shared library: everything that shapes the binary."""
     return cache_key(format=1, source=source, compiler=compiler_id(), flags=fl, link=lf,

@@ -299,6 +299,11 @@ class Executor:
         self._fwd_calls_train = train_list
         self._bwd_calls = bwd_calls
         self._bwd_calls_train = bwd_train  # after a training forward (BatchNorm's batch form)
+        # Each list as arrays for one foreign call that runs them all (nnsym_run_list).
+        self._run = compiler.runner()
+        self._packed = {name: _pack(calls) for name, calls in (
+            ("infer", infer_list), ("train", train_list), ("bwd", bwd_calls),
+            ("bwd_train", bwd_train))}
         self._last_train = False
         self._train_mode_ops = sorted({nd.op.name for nd in idx.nodes
                                        if nd.op is not None and nd.op.name in _NO_TRAIN_MODE})
@@ -347,11 +352,7 @@ class Executor:
         if is_train:
             for fa, slot in self._seeds:
                 fa[slot] = float(next_seed())
-            calls = self._fwd_calls_train
-        else:
-            calls = self._fwd_calls
-        for fn, p, ia, fa in calls:
-            fn(p, ia, fa)
+        self._run(*self._packed["train" if is_train else "infer"])
         return list(self.outputs)
 
     def backward(self, out_grads: Any = None, is_train: bool = True) -> None:
@@ -380,8 +381,7 @@ class Executor:
                 raise ShapeError(f"head gradient for {names[k]!r} has shape {tuple(src.shape)}, "
                                  f"the output has {h.shape}")
             h._data[...] = src
-        for fn, p, ia, fa in (self._bwd_calls_train if self._last_train else self._bwd_calls):
-            fn(p, ia, fa)
+        self._run(*self._packed["bwd_train" if self._last_train else "bwd"])
 
     def reshape(self, partial_shaping: bool = False, allow_up_sizing: bool = False,
                 **kwargs: Any) -> Executor:
@@ -462,6 +462,16 @@ class Executor:
         from nnsym.runtime.debug import debug_str
 
         return debug_str(self._idx, self._plan)
+
+
+def _pack(calls: Sequence[tuple[Any, Any, Any, Any]]) -> tuple[Any, ...]:
+    """Prebound calls as nnsym_run_list's arguments (n, functions, pointer arrays, ia, fa)."""
+    n = len(calls)
+    fns = FFI.new("nnsym_kernel_t[]", [FFI.cast("nnsym_kernel_t", c[0]) for c in calls] or 1)
+    ps = FFI.new("void *const *[]", [c[1] for c in calls] or 1)
+    ias = FFI.new("const int64_t *[]", [c[2] for c in calls] or 1)
+    fas = FFI.new("const double *[]", [c[3] for c in calls] or 1)
+    return (n, fns, ps, ias, fas)
 
 
 def _pools(block_bytes: Sequence[int], shared: list[np.ndarray] | None) -> list[np.ndarray]:
