@@ -474,17 +474,26 @@ def _grad_launch(kind: str, call: KernelCall, rows: list[tuple[int, int, int]],
     return Launch(spec, ia, fa)
 
 
+def binary_grad_launch(call: KernelCall, lhs: tuple[int, ...], rhs: tuple[int, ...],
+                       exprs: tuple[str, str], uses_y: bool = False,
+                       reqs: tuple[str, str] | None = None) -> Launch:
+    """The gradients of a broadcasting two-input elementwise function over the output
+    gradient's space: ``exprs`` (in g, a, b, y) summed into lhs-shaped and rhs-shaped outputs.
+    p = [g, a, b, (y), da, db]; ``reqs`` default to the node's output write modes."""
+    rows = broadcast_rows(call.in_shapes[0], lhs, rhs)
+    req_a, req_b = reqs if reqs is not None else (call.out_req(0), call.out_req(1))
+    return _grad_launch("binary", call, rows, (size(lhs), size(rhs)), expr_a=exprs[0],
+                        expr_b=exprs[1], uses_y=uses_y, req_a=req_a, req_b=req_b)
+
+
 def broadcast_binary_gradient(name: str, exprs: tuple[str, str]) -> GradFn:
     """``_backward_<name>(ograd, lhs, rhs[, output]) -> (lhs grad, rhs grad)``: the same-shape
     operator's derivative expressions, summed over each input's broadcast axes."""
     uses_y = any(re.search(r"\by\b", e) for e in exprs)
 
     def lower(call: KernelCall) -> Lowered:
-        out, lhs, rhs = call.in_shapes[:3]
-        rows = broadcast_rows(out, lhs, rhs)
-        return Lowered((_grad_launch(
-            "binary", call, rows, (size(lhs), size(rhs)), expr_a=exprs[0], expr_b=exprs[1],
-            uses_y=uses_y, req_a=call.out_req(0), req_b=call.out_req(1)),))
+        _, lhs, rhs = call.in_shapes[:3]
+        return Lowered((binary_grad_launch(call, lhs, rhs, exprs, uses_y),))
 
     op = register(OpDef(
         name=f"_backward_{name}",

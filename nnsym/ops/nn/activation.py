@@ -368,20 +368,13 @@ _LEAKY_GRAD = unary_gradient("LeakyReLU", lambda p: LEAKY_RELU[p.act_type].backw
 def prelu_backward_lowering(call: KernelCall) -> Lowered:
     """p = [ograd, data, gamma, data grad, gamma grad]: dx = x > 0 ? g : gamma * g, and gamma's
     gradient sums g * x where x <= 0 over the axes gamma is broadcast along."""
-    from nnsym.ops.elemwise import broadcast_rows
+    from nnsym.ops.broadcast_reduce import binary_grad_launch
 
     _, data, gamma = call.in_shapes
     laid = prelu_gamma_shape(gamma, data)
     assert laid is not None
-    rows = broadcast_rows(data, data, tuple(int(d or 1) for d in laid))
-    spec = KernelSpec.make(
-        "broadcast_reduce_backward.c.j2", kind="binary", nd=len(rows),
-        dtype=call.out_dtypes[0].name, expr_a="a > 0 ? g : b * g", expr_b="a > 0 ? 0 : g * a",
-        uses_y=False, req_a=call.out_req(0), req_b=call.out_req(1),
-    )
-    ia = (*(r[0] for r in rows), *(r[1] for r in rows), *(r[2] for r in rows), size(data),
-          size(gamma))
-    return Lowered((Launch(spec, ia),))
+    exprs = ("a > 0 ? g : b * g", "a > 0 ? 0 : g * a")
+    return Lowered((binary_grad_launch(call, data, tuple(int(d or 1) for d in laid), exprs),))
 
 
 BACKWARD_PRELU = register(
@@ -402,18 +395,12 @@ BACKWARD_PRELU = register(
 def rrelu_backward_lowering(call: KernelCall) -> Lowered:
     """p = [ograd, output, mask, data grad, (mask grad: never computed)]: the slope each
     element had is in the forward's mask (random in training, the mean at inference)."""
-    from nnsym.ops.elemwise import broadcast_rows
+    from nnsym.ops.broadcast_reduce import binary_grad_launch
 
     shape = call.in_shapes[1]
-    rows = broadcast_rows(shape, shape, shape)
-    spec = KernelSpec.make(
-        "broadcast_reduce_backward.c.j2", kind="binary", nd=len(rows),
-        dtype=call.out_dtypes[0].name, expr_a="a > 0 ? g : b * g", expr_b="0",
-        uses_y=False, req_a=call.out_req(0), req_b="null",
-    )
-    ia = (*(r[0] for r in rows), *(r[1] for r in rows), *(r[2] for r in rows), size(shape),
-          size(shape))
-    return Lowered((Launch(spec, ia),))
+    launch = binary_grad_launch(call, shape, shape, ("a > 0 ? g : b * g", "0"),
+                                reqs=(call.out_req(0), "null"))
+    return Lowered((launch,))
 
 
 BACKWARD_RRELU = register(
