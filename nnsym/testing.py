@@ -112,3 +112,32 @@ def precompile_registry() -> None:
         compiler.functions(specs)
     except compiler.CompileError:
         pass  # a broken template then fails in its own tests, one kernel at a time
+
+
+def reference_as(op: OpDef, params: Any, inputs: Sequence[np.ndarray],
+                 out_dtypes: Sequence[Any]) -> list[np.ndarray]:
+    """The numpy reference's outputs in the given dtypes; float16 inputs computed in float32
+    (as the kernels do); numpy's floating-point warnings silenced (NaN/Inf cases)."""
+    up = [a.astype(np.float32) if a.dtype == np.float16 else a for a in inputs]
+    with np.errstate(all="ignore"):
+        want = reference_outputs(op, params, up)
+        return [np.asarray(w).astype(t) for w, t in zip(want, out_dtypes)]
+
+
+def prefilled(shape: tuple[int, ...], dtype: Any, seed: int) -> np.ndarray:
+    """Random contents for an output accumulated into (grad_req='add' tests)."""
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(dtype)
+    if dt.kind in "iu":
+        return rng.integers(0, 20, size=shape).astype(dt)
+    return rng.uniform(-1, 1, size=shape).astype(dt)
+
+
+def assert_close(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> None:
+    """Same shape and dtype; exactly equal when rtol is 0, else close (NaN equal to NaN)."""
+    assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, want.shape)
+    if rtol == 0:
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol,
+                                   atol=atol, equal_nan=True)

@@ -12,8 +12,6 @@ compute in float32).
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -27,7 +25,7 @@ from nnsym.ops.broadcast_reduce import BROADCAST, REDUCTIONS
 from nnsym.ops.elemwise import BINARY, SCALAR_OPS, UNARY
 from nnsym.ops.registry import DENSE
 from nnsym.runtime.imperative import compile_call, infer_one, run_op
-from nnsym.testing import make_inputs, reference_outputs
+from nnsym.testing import assert_close, make_inputs, prefilled, reference_as
 
 UNARY_NAMES = tuple(r.name for r in UNARY)
 SCALAR_NAMES = tuple(r.name for r in SCALAR_OPS)
@@ -101,39 +99,13 @@ def _cast_inputs(op, ex, dtype):
     return out
 
 
-def _reference(op, p, inputs, out_dtypes):
-    up = [a.astype(np.float32) if a.dtype == np.float16 else a for a in inputs]
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore", RuntimeWarning)
-        want = reference_outputs(op, p, up)
-    return [np.asarray(w).astype(t) for w, t in zip(want, out_dtypes)]
-
-
-def _prefill(shape, dtype, seed):
-    rng = np.random.default_rng(seed)
-    dt = np.dtype(dtype)
-    if dt.kind in "iu":
-        return rng.integers(0, 20, size=shape).astype(dt)
-    return rng.uniform(-1, 1, size=shape).astype(dt)
-
-
-def _assert_close(got, want, rtol, atol):
-    assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, want.shape)
-    if rtol == 0:
-        np.testing.assert_array_equal(got, want)
-    else:
-        np.testing.assert_allclose(
-            got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True
-        )
-
-
 def check(op, params, inputs, req="write", seed=1):
     """run_op equals the reference (write: on NaN/77-filled outputs; add: on random prefills)."""
     p, _ = op.parse_params(params)
     _, out_t = infer_one(op, p, [a.shape for a in inputs], [a.dtype for a in inputs], "t")
-    want = _reference(op, p, inputs, out_t)
+    want = reference_as(op, p, inputs, out_t)
     if req == "add":
-        pre = [_prefill(w.shape, w.dtype, seed) for w in want]
+        pre = [prefilled(w.shape, w.dtype, seed) for w in want]
         got = run_op(op, params, inputs, req="add", outputs=[x.copy() for x in pre])
         want = [
             (a.astype(np.float64) + b.astype(np.float64)).astype(a.dtype)
@@ -146,7 +118,7 @@ def check(op, params, inputs, req="write", seed=1):
         got = run_op(op, params, inputs, outputs=outs)
     assert len(got) == len(want)
     for g, w in zip(got, want):
-        _assert_close(g, w, *_tol(w.dtype, op.name))
+        assert_close(g, w, *_tol(w.dtype, op.name))
     return got
 
 
@@ -399,14 +371,14 @@ def test_in_place(name, params, n_in, alias):
     op = REGISTRY[name]
     rng = np.random.default_rng(5)
     ins = [rng.uniform(0.5, 2, (7, 301)).astype("float32") for _ in range(n_in)]
-    want = _reference(op, op.parse_params(params)[0], ins, [np.dtype("float32")])[0]
+    want = reference_as(op, op.parse_params(params)[0], ins, [np.dtype("float32")])[0]
     i = alias % n_in
     if (i, 0) not in op.inplace:
         pytest.skip("the operator does not allow this input in place")
     p, _ = op.parse_params(params)
     call = compile_call(op, p, [a.shape for a in ins], [a.dtype for a in ins])
     call.run(ins, [ins[i]])
-    _assert_close(ins[i], want, *_tol("float32", name))
+    assert_close(ins[i], want, *_tol("float32", name))
 
 
 @pytest.mark.parametrize("name", BROADCAST_NAMES)
@@ -415,10 +387,10 @@ def test_broadcast_in_place(name, lhs, rhs):
     op = REGISTRY[name]
     rng = np.random.default_rng(6)
     a, b = rng.uniform(0.5, 2, lhs).astype("float64"), rng.uniform(0.5, 2, rhs).astype("float64")
-    want = _reference(op, op.parse_params({})[0], [a, b], [a.dtype])[0]
+    want = reference_as(op, op.parse_params({})[0], [a, b], [a.dtype])[0]
     call = compile_call(op, op.parse_params({})[0], [a.shape, b.shape], [a.dtype, b.dtype])
     call.run([a, b], [a])
-    _assert_close(a, want, 1e-12, 1e-12)
+    assert_close(a, want, 1e-12, 1e-12)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from nnsym.ops import REGISTRY
 from nnsym.ops.nn import dropout as dropout_mod
 from nnsym.ops.registry import DENSE
 from nnsym.runtime.imperative import compile_call, infer_one, run_op
-from nnsym.testing import make_inputs, reference_outputs
+from nnsym.testing import assert_close, make_inputs, prefilled, reference_as
 
 GEMM = ("dot", "batch_dot", "FullyConnected")
 ELEMWISE = (
@@ -74,38 +74,13 @@ def _cast_inputs(op, ex, dtype):
     return out
 
 
-def _reference(op, p, inputs, out_dtypes):
-    up = [a.astype(np.float32) if a.dtype == np.float16 else a for a in inputs]
-    with np.errstate(all="ignore"):  # NaN/Inf cases: numpy warns where the kernels do not
-        want = reference_outputs(op, p, up)
-        return [np.asarray(w).astype(t) for w, t in zip(want, out_dtypes)]
-
-
-def _prefill(shape, dtype, seed):
-    rng = np.random.default_rng(seed)
-    dt = np.dtype(dtype)
-    if dt.kind in "iu":
-        return rng.integers(0, 20, size=shape).astype(dt)
-    return rng.uniform(-1, 1, size=shape).astype(dt)
-
-
-def _assert_close(got, want, rtol, atol):
-    assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, want.shape)
-    if rtol == 0:
-        np.testing.assert_array_equal(got, want)
-    else:
-        np.testing.assert_allclose(
-            got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True
-        )
-
-
 def check(op, params, inputs, req="write", rtol=None, atol=None, seed=1):
     """run_op equals the reference (write: on NaN-filled outputs; add: on random prefills)."""
     p, _ = op.parse_params(params)
     _, out_t = infer_one(op, p, [a.shape for a in inputs], [a.dtype for a in inputs], "t")
-    want = _reference(op, p, inputs, out_t)
+    want = reference_as(op, p, inputs, out_t)
     if req == "add":
-        pre = [_prefill(w.shape, w.dtype, seed) for w in want]
+        pre = [prefilled(w.shape, w.dtype, seed) for w in want]
         got = run_op(op, params, inputs, req="add", outputs=[x.copy() for x in pre])
         want = [
             (a.astype(np.float64) + b.astype(np.float64)).astype(a.dtype)
@@ -119,7 +94,7 @@ def check(op, params, inputs, req="write", rtol=None, atol=None, seed=1):
     assert len(got) == len(want)
     r0, a0 = _tol(want[0].dtype, op.name)
     for g, w in zip(got, want):
-        _assert_close(g, w, r0 if rtol is None else rtol, a0 if atol is None else atol)
+        assert_close(g, w, r0 if rtol is None else rtol, a0 if atol is None else atol)
     return got
 
 
