@@ -88,6 +88,12 @@ class Executor:
         self._ctx = ctx or cpu()
         if self._ctx.device_type != "cpu":
             raise NNSymError("only cpu contexts can be bound here (the CUDA backend comes later)")
+        if compiler.backend() != "c":
+            raise NNSymError(
+                "binding a graph needs generated kernels, and this process runs the numpy "
+                "backend (NNSYM_BACKEND=numpy or no C compiler): install gcc (or set CC) and "
+                "unset NNSYM_BACKEND; imperative nnsym.nd calls work either way"
+            )
         arg_names = symbol.list_arguments()
         aux_names = symbol.list_auxiliary_states()
         self.arg_arrays: list[NDArray] = _as_list("args", arg_names, args, False)

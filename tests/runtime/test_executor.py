@@ -447,3 +447,16 @@ def test_rrelu_trains_with_random_slopes_and_its_gradient_uses_them():
     np.testing.assert_allclose(grads["x"].asnumpy(), want, rtol=1e-12)
     again = exe.forward(is_train=True)[0].asnumpy()
     assert (again[neg] != out[neg]).any()  # fresh slopes every training run
+
+
+def test_binding_on_the_numpy_backend_is_a_clear_error(monkeypatch):
+    from nnsym.codegen import compiler
+
+    monkeypatch.setenv("NNSYM_BACKEND", "numpy")
+    compiler.reset_backend()
+    try:
+        with pytest.raises(NNSymError, match="numpy backend"):
+            sym.tanh(sym.Variable("x")).simple_bind(x=(3,))
+    finally:
+        monkeypatch.delenv("NNSYM_BACKEND")
+        compiler.reset_backend()
