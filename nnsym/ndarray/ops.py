@@ -29,7 +29,8 @@ def make_function(op: OpDef, func_name: str) -> Any:
                 hit = None
             if hit is not None:
                 call, n_vis, out_specs = hit
-                if not kwargs and n_vis == 1 and wrapped is not fn:  # the C table lacked it
+                if not kwargs and name is None and n_vis == 1 and wrapped is not fn:
+                    # the C table lacked this signature (evicted): register it again
                     fastcall.register(wrapped, call, [a._data.shape for a in args],
                                       [a._data.dtype for a in args])
                 bufs = []

@@ -27,15 +27,12 @@ from nnsym.ops.registry import DENSE, get_op
 from nnsym.passes.gradient import gradient
 from nnsym.passes.infer import infer_shape, infer_type
 from nnsym.passes.manager import run_passes
-from nnsym.passes.memory import EXTERNAL, VARIABLE, MemoryPlan, entry_readers, plan_memory
+from nnsym.passes.memory import MemoryPlan, entry_readers, plan_memory
 from nnsym.runtime.imperative import NoKernelError
 from nnsym.types import shape_str
 
 GRAD_REQS = ("null", "write", "add")
 FFI = compiler.FFI
-# Operators whose training behaviour the executor cannot give yet: running them with
-# is_train=True would silently compute their inference form.
-_NO_TRAIN_MODE: set[str] = set()
 
 
 class BindError(NNSymError):
@@ -301,18 +298,13 @@ class Executor:
                 prebind(nid, train_lowered[nid], train_list if forward else bwd_train)
             else:
                 (train_list if forward else bwd_train).extend(mine)
-        self._fwd_calls = infer_list
-        self._fwd_calls_train = train_list
-        self._bwd_calls = bwd_calls
-        self._bwd_calls_train = bwd_train  # after a training forward (BatchNorm's batch form)
-        # Each list as arrays for one foreign call that runs them all (nnsym_run_list).
+        # Each list as arrays for one foreign call that runs them all (nnsym_run_list); the
+        # backward lists differ where a backward operator has a training form (BatchNorm's).
         self._run = compiler.runner()
         self._packed = {name: _pack(calls) for name, calls in (
             ("infer", infer_list), ("train", train_list), ("bwd", bwd_calls),
             ("bwd_train", bwd_train))}
         self._last_train = False
-        self._train_mode_ops = sorted({nd.op.name for nd in idx.nodes
-                                       if nd.op is not None and nd.op.name in _NO_TRAIN_MODE})
         self.outputs = [NDArray(arrays[e], self._ctx) for e in idx.outputs[: len(outputs)]]  # type: ignore[arg-type]
 
     def _own_gradient_entries(self, grads: list[Entry]) -> list[Entry]:
@@ -348,12 +340,6 @@ class Executor:
                     raise ShapeError(f"Shape not match! Argument {k}, need: {dst.shape}, "
                                      f"received: {tuple(src.shape)}")
                 dst._data[...] = src
-        if is_train and self._train_mode_ops:
-            raise NNSymError(
-                f"forward(is_train=True) with {', '.join(self._train_mode_ops)}: their training "
-                "behaviour (dropout masks, batch statistics) is not implemented in the executor "
-                "yet; use is_train=False"
-            )
         self._last_train = is_train
         if is_train:
             for fa, slot in self._seeds:
@@ -506,4 +492,4 @@ def _named(names: Sequence[str], arrays: Sequence[Any]) -> dict[str, Any]:
     return dict(zip(names, arrays))
 
 
-__all__ = ["EXTERNAL", "VARIABLE", "BindError", "Executor"]
+__all__ = ["BindError", "Executor"]
