@@ -22,6 +22,7 @@ import threading
 import time
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -140,7 +141,23 @@ def _cython_blas() -> Any:
     return cython_blas
 
 
-def _blas_pointers() -> tuple[int, int, int, int]:
+@dataclass(frozen=True)
+class Blas:
+    """The BLAS the kernels call: Fortran-ABI function addresses and their integer type."""
+
+    origin: str  # "numpy" (numpy's bundled OpenBLAS) or "scipy" (cython_blas)
+    int_type: str  # the C type of the integer arguments: "int64_t" (ILP64) or "int"
+    sgemm: int
+    dgemm: int
+    sgemv: int
+    dgemv: int
+
+    @property
+    def pointers(self) -> tuple[int, int, int, int]:
+        return self.sgemm, self.dgemm, self.sgemv, self.dgemv
+
+
+def _scipy_blas() -> Blas:
     global _BLAS_MODULE
     _BLAS_MODULE = _cython_blas()  # kept referenced while its function pointers are in use
     caps = _BLAS_MODULE.__pyx_capi__
@@ -154,17 +171,68 @@ def _blas_pointers() -> tuple[int, int, int, int]:
     for n in ("sgemm", "dgemm", "sgemv", "dgemv"):
         cap = caps[n]
         ptrs.append(int(get_ptr(cap, get_name(cap))))
-    return ptrs[0], ptrs[1], ptrs[2], ptrs[3]
+    return Blas("scipy", "int", *ptrs)
+
+
+# Symbol spellings of numpy's bundled OpenBLAS across releases: (config function, name pattern
+# of the Fortran routines, integer type).
+_NUMPY_BLAS_NAMES = (
+    ("scipy_openblas_get_config64_", "scipy_{}_64_", "int64_t"),
+    ("openblas_get_config64_", "{}_64_", "int64_t"),
+    ("scipy_openblas_get_config", "scipy_{}_", "int"),
+    ("openblas_get_config", "{}_", "int"),
+)
+
+
+def _numpy_blas() -> Blas | None:
+    """numpy's own OpenBLAS, the library its wheels bundle (``numpy.libs``), already loaded by
+    numpy. Measured faster than scipy's copy on the MLP's products (a newer OpenBLAS release
+    in current wheels); None where it cannot be found or its symbols are not recognised."""
+    spec = importlib.util.find_spec("numpy")
+    if spec is None or spec.origin is None:
+        return None
+    libs = Path(spec.origin).parent.parent / "numpy.libs"
+    for path in sorted(libs.glob("*openblas*.so*")) if libs.is_dir() else ():
+        try:
+            lib = ctypes.CDLL(str(path))
+        except OSError:
+            continue
+        for config, pattern, int_type in _NUMPY_BLAS_NAMES:
+            if not hasattr(lib, config):
+                continue
+            get_config = getattr(lib, config)
+            get_config.restype = ctypes.c_char_p
+            text = (get_config() or b"").decode("ascii", "replace")
+            if ("USE64BITINT" in text) != (int_type == "int64_t"):
+                continue
+            try:
+                ptrs = [ctypes.cast(getattr(lib, pattern.format(n)), ctypes.c_void_p).value
+                        for n in ("sgemm", "dgemm", "sgemv", "dgemv")]
+            except AttributeError:
+                continue
+            if all(ptrs):
+                _NUMPY_BLAS_LIBS.append(lib)  # kept loaded while its pointers are in use
+                return Blas("numpy", int_type, *(int(p) for p in ptrs if p))
+    return None
 
 
 _BLAS_MODULE: Any = None
-_BLAS: tuple[int, int, int, int] | None = None
+_NUMPY_BLAS_LIBS: list[Any] = []
+_BLAS: Blas | None = None
 
 
-def blas() -> tuple[int, int, int, int]:
+def blas() -> Blas:
+    """The BLAS the kernels call. ``NNSYM_BLAS=numpy`` or ``scipy`` picks one; by default
+    numpy's bundled OpenBLAS where it is found, else scipy's cython_blas."""
     global _BLAS
     if _BLAS is None:
-        _BLAS = _blas_pointers()
+        want = os.environ.get("NNSYM_BLAS", "auto").strip().lower() or "auto"
+        if want not in ("auto", "numpy", "scipy"):
+            raise NNSymError(f"NNSYM_BLAS must be auto, numpy or scipy, not {want!r}")
+        found = _numpy_blas() if want != "scipy" else None
+        if found is None and want == "numpy":
+            raise NNSymError("NNSYM_BLAS=numpy but numpy's bundled OpenBLAS was not found")
+        _BLAS = found if found is not None else _scipy_blas()
     return _BLAS
 
 
@@ -194,60 +262,93 @@ def functions(specs: Sequence[KernelSpec]) -> list[Any]:
         return [_FUNCS[s.name] for s in specs]
 
 
+SET_BLAS_CDEF = "void nnsym_set_blas(void *s, void *d, void *sv, void *dv, void *par, void *thr);"
+
+
 def _load(specs: list[KernelSpec]) -> None:
     specs = sorted(specs, key=lambda s: s.name)
     vm = vector_math()
-    source = render_unit(specs, vm)
-    cdef = "\n".join([signature(s.name) for s in specs] +
-                     ["void nnsym_set_blas(void *s, void *d, void *sv, void *dv);"])
+    source = render_unit(specs, vm, blas().int_type)
+    cdef = "\n".join([signature(s.name) for s in specs] + [SET_BLAS_CDEF])
     fl, lf = flags(), link_flags()
     key = library_key(source, fl, lf, cdef=cdef)
     if key in _LIBS:
         lib = _LIBS[key]
     else:
         entry = build_library(key, source, fl, lf, cdef=cdef)
+        rt = runtime()
         with _CFFI_LOCK:
             FFI.cdef(cdef, override=True)
             try:
                 lib = FFI.dlopen(str(entry / "lib.so"))
             except OSError as e:
                 raise CompileError(f"cannot load compiled kernels {entry}: {e}") from None
-            lib.nnsym_set_blas(*(FFI.cast("void *", ptr) for ptr in blas()))
+            lib.nnsym_set_blas(*(FFI.cast("void *", ptr) for ptr in blas().pointers),
+                               FFI.cast("void *", rt.nnsym_parallel),
+                               FFI.cast("void *", rt.nnsym_get_threads))
             _LIBS[key] = lib
     with _CFFI_LOCK:
         for spec in specs:
             _FUNCS[spec.name] = getattr(lib, spec.name)
 
 
-RUNNER_SOURCE = """\
-#include <stdint.h>
-typedef void (*nnsym_kernel_t)(void *const *, const int64_t *, const double *);
-/* Run n prebound kernel calls in order: one foreign call for a whole forward or backward. */
-void nnsym_run_list(int64_t n, nnsym_kernel_t *f, void *const **p, const int64_t **ia,
-                    const double **fa)
-{
-    for (int64_t i = 0; i < n; ++i) f[i](p[i], ia[i], fa[i]);
-}
-"""
-RUNNER_CDEF = """\
+RUNTIME_SOURCE = Path(__file__).resolve().parent.parent / "runtime" / "runlib.c"
+RUNTIME_CDEF = """\
 typedef void (*nnsym_kernel_t)(void *const *, const int64_t *, const double *);
 void nnsym_run_list(int64_t n, nnsym_kernel_t *f, void *const **p, const int64_t **ia,
                     const double **fa);
+void nnsym_parallel(void (*fn)(void *, int64_t, int64_t), void *ctx, int64_t nparts);
+int nnsym_set_threads(int n);
+int nnsym_get_threads(void);
 """
 
 
 @functools.lru_cache(maxsize=1)
-def runner() -> Any:
-    """``nnsym_run_list``: runs a list of prebound kernel calls in one foreign call (the GIL
-    released once for all of them)."""
-    fl = ["-O2", "-fPIC", "-shared", "-std=gnu11"]
-    key = library_key(RUNNER_SOURCE, fl, [], cdef=RUNNER_CDEF)
-    entry = build_library(key, RUNNER_SOURCE, fl, [], cdef=RUNNER_CDEF)
+def runtime() -> Any:
+    """The C runtime (``runtime/runlib.c``): ``nnsym_run_list``, which runs a list of prebound
+    kernel calls in one foreign call (the GIL released once for all of them), and the worker
+    pool the kernels share (``nnsym_parallel``), sized by :func:`set_num_threads`."""
+    source = RUNTIME_SOURCE.read_text()
+    fl = ["-O2", "-fPIC", "-shared", "-std=gnu11", "-pthread"]
+    key = library_key(source, fl, ["-pthread"], cdef=RUNTIME_CDEF)
+    entry = build_library(key, source, fl, ["-pthread"], cdef=RUNTIME_CDEF)
     with _CFFI_LOCK:
-        FFI.cdef(RUNNER_CDEF, override=True)
+        FFI.cdef(RUNTIME_CDEF, override=True)
         lib = FFI.dlopen(str(entry / "lib.so"))
         _LIBS[key] = lib
-    return lib.nnsym_run_list
+    lib.nnsym_set_threads(default_num_threads())
+    return lib
+
+
+def runner() -> Any:
+    """``nnsym_run_list`` of :func:`runtime`."""
+    return runtime().nnsym_run_list
+
+
+def default_num_threads() -> int:
+    """``NNSYM_NUM_THREADS`` when set, else the CPUs this process may run on."""
+    env = os.environ.get("NNSYM_NUM_THREADS", "").strip()
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            raise NNSymError(f"NNSYM_NUM_THREADS must be a positive integer, not {env!r}") from None
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def set_num_threads(n: int) -> int:
+    """Threads the kernels may use (the calling thread included; 1 runs everything serially).
+    Only large matrix-vector products split today. Returns the number set."""
+    if int(n) < 1:
+        raise NNSymError(f"set_num_threads needs a positive count, not {n!r}")
+    return int(runtime().nnsym_set_threads(int(n)))
+
+
+def get_num_threads() -> int:
+    return int(runtime().nnsym_get_threads())
 
 
 def library_key(source: str, fl: list[str], lf: list[str], **meta: Any) -> str:

@@ -50,8 +50,13 @@ def signature(name: str) -> str:
     return f"void {name}(void *const *p, const int64_t *ia, const double *fa);"
 
 
-def render_unit(specs: Sequence[KernelSpec], vector_math: Sequence[str]) -> str:
-    """One translation unit: the shared prologue, then every kernel."""
-    parts = [ENV.get_template("prologue.c.j2").render(vector_math=vector_math)]
+def render_unit(specs: Sequence[KernelSpec], vector_math: Sequence[str],
+                blas_int: str = "int") -> str:
+    """One translation unit: the shared prologue, then every kernel. ``blas_int`` is the C
+    type of the BLAS integer arguments (``compiler.blas().int_type``)."""
+    if blas_int not in ("int", "int64_t"):
+        raise ValueError(f"blas_int must be int or int64_t, not {blas_int!r}")
+    parts = [ENV.get_template("prologue.c.j2").render(vector_math=vector_math,
+                                                      blas_int=blas_int)]
     parts.extend(render_spec(s) for s in specs)
     return "\n".join(parts)

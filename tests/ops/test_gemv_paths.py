@@ -36,3 +36,46 @@ def test_fully_connected_at_batch_one():
     b = rng.standard_normal(20).astype(np.float32)
     got = nd.FullyConnected(nd.array(x), nd.array(w), nd.array(b), num_hidden=20).asnumpy()
     np.testing.assert_allclose(got, x @ w.T + b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.fixture
+def threads():
+    """Restores the kernels' thread count after a test changes it."""
+    from nnsym.codegen import compiler
+
+    before = compiler.get_num_threads()
+    yield compiler
+    compiler.set_num_threads(before)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize(("m", "k", "n"), [(1, 787, 515), (517, 301, 1), (1, 4096, 17)])
+def test_large_products_split_over_threads(threads, dtype, m, k, n):
+    """Products over at least 65536 elements split their rows over the worker pool: the same
+    values with one thread and with several, bit for bit, and numpy's within rounding; write
+    mode never reads the (NaN-filled) output, add mode accumulates into it."""
+    rng = np.random.default_rng(k)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((n, k)).astype(dtype)  # rows dotted with a's rows: transpose_b
+    want = a.astype(np.float64) @ b.astype(np.float64).T
+    rtol = 1e-4 if dtype == "float32" else 1e-11
+    got = {}
+    for t in (1, 2, 3):
+        threads.set_num_threads(t)
+        out = nd.array(np.full(want.shape, np.nan, dtype))
+        nd.dot(nd.array(a), nd.array(b), transpose_b=True, out=out)
+        got[t] = out.asnumpy()
+        np.testing.assert_allclose(got[t], want, rtol=rtol, atol=rtol * np.sqrt(k))
+    assert np.array_equal(got[1], got[2]) and np.array_equal(got[1], got[3])
+    start = rng.standard_normal(want.shape).astype(dtype)
+    acc = run_op(REGISTRY["dot"], {"transpose_b": True}, [a, b], req="add",
+                 outputs=[start.copy()])[0]
+    np.testing.assert_allclose(acc, start + want, rtol=rtol, atol=rtol * np.sqrt(k))
+
+
+def test_thread_count_is_validated(threads):
+    from nnsym.errors import NNSymError
+
+    with pytest.raises(NNSymError, match="positive"):
+        threads.set_num_threads(0)
+    assert threads.set_num_threads(2) == 2 and threads.get_num_threads() == 2

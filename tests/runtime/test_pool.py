@@ -1,0 +1,94 @@
+"""The C runtime's worker pool (runtime/runlib.c) and the choice of BLAS library."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+from nnsym import nd
+from nnsym.codegen import compiler
+
+
+def _big_product(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((1, 1000)).astype(np.float32)
+    w = rng.standard_normal((300, 1000)).astype(np.float32)
+    got = nd.dot(nd.array(a), nd.array(w), transpose_b=True).asnumpy()
+    return got, (a.astype(np.float64) @ w.astype(np.float64).T)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_pool_works_in_a_forked_child():
+    """A child forked after the pool started has none of its workers: it must start its own
+    instead of waiting forever for the parent's (OpenMP's fork hazard)."""
+    before = compiler.get_num_threads()
+    compiler.set_num_threads(2)
+    try:
+        got, want = _big_product(1)  # the parent's workers now exist
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+        r, w = os.pipe()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
+            pid = os.fork()
+        if pid == 0:  # the child: compute, report, leave without running pytest's teardown
+            code = 1
+            try:
+                g, e = _big_product(2)
+                ok = bool(np.allclose(g, e, rtol=1e-4, atol=1e-3))
+                os.write(w, json.dumps({"ok": ok}).encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(w)
+        with os.fdopen(r) as f:
+            report = f.read()
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, report
+        assert json.loads(report) == {"ok": True}
+    finally:
+        compiler.set_num_threads(before)
+
+
+SNIPPET = """
+import json, numpy as np
+from nnsym import nd
+from nnsym.codegen import compiler
+rng = np.random.default_rng(3)
+a = rng.standard_normal((70, 50)); b = rng.standard_normal((50, 40))
+got = nd.dot(nd.array(a.astype(np.float32)), nd.array(b.astype(np.float32))).asnumpy()
+print(json.dumps({"origin": compiler.blas().origin, "int": compiler.blas().int_type,
+                  "err": float(np.abs(got - a @ b).max())}))
+"""
+
+
+@pytest.mark.parametrize("choice", ["scipy", "auto"])
+def test_either_blas_gives_the_same_products(choice):
+    env = dict(os.environ, NNSYM_BLAS=choice)
+    out = subprocess.run([sys.executable, "-c", SNIPPET], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    if choice == "scipy":
+        assert (res["origin"], res["int"]) == ("scipy", "int")
+    assert res["err"] < 1e-4
+
+
+def test_bad_blas_choice_is_refused(monkeypatch):
+    monkeypatch.setenv("NNSYM_BLAS", "mkl")
+    monkeypatch.setattr(compiler, "_BLAS", None)
+    with pytest.raises(compiler.NNSymError, match="NNSYM_BLAS"):
+        compiler.blas()
+
+
+def test_thread_count_from_the_environment(monkeypatch):
+    monkeypatch.setenv("NNSYM_NUM_THREADS", "3")
+    assert compiler.default_num_threads() == 3
+    monkeypatch.setenv("NNSYM_NUM_THREADS", "many")
+    with pytest.raises(compiler.NNSymError, match="NNSYM_NUM_THREADS"):
+        compiler.default_num_threads()
