@@ -1,0 +1,1 @@
+"""Sparse storage: the C kernels behind csr and row_sparse operators (``build`` compiles them)."""
