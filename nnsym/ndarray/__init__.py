@@ -6,16 +6,32 @@ from typing import Any
 
 from nnsym.ndarray.ndarray import NDArray, arange, array, empty, full, invoke, ones, zeros
 from nnsym.ndarray.ops import make_function as _make_function
+from nnsym.ndarray.sparse import CSRNDArray, RowSparseNDArray, cast_storage
+from nnsym.ndarray.sparse_api import add_sparse_api as _add_sparse_api
 from nnsym.symbol.ops import populate_namespaces as _populate_namespaces
 
 _functions, _subs = _populate_namespaces("nnsym.ndarray", _make_function)
 globals().update(_functions)
 contrib, _internal, sparse = _subs["contrib"], _subs["_internal"], _subs["sparse"]
+_add_sparse_api(sparse)
 
 
 def __getattr__(name: str) -> Any:
     raise AttributeError(f"nnsym.nd has no operator or attribute {name!r}")
 
 
-__all__ = ["NDArray", "arange", "array", "contrib", "empty", "full", "invoke", "ones", "sparse",
-           "zeros"]
+__all__ = [
+    "CSRNDArray",
+    "NDArray",
+    "RowSparseNDArray",
+    "arange",
+    "array",
+    "cast_storage",
+    "contrib",
+    "empty",
+    "full",
+    "invoke",
+    "ones",
+    "sparse",
+    "zeros",
+]

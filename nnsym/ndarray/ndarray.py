@@ -117,6 +117,11 @@ class NDArray:
             raise ShapeError(
                 f"copyto: shape mismatch, source {self.shape} and destination {other.shape}"
             )
+        if type(other) is not NDArray:  # a sparse destination keeps its storage type
+            from nnsym.ndarray.sparse import _assign
+
+            _assign(other, self)
+            return other
         other._data[...] = self._data.astype(other._data.dtype, copy=False)
         return other
 
@@ -137,9 +142,12 @@ class NDArray:
         return invoke("Reshape", [self], {"shape": tuple(shape), **kwargs})[0]
 
     def tostype(self, stype: str) -> NDArray:
-        if stype != "default":
-            raise NNSymError("sparse storage types arrive with the sparse issue")
-        return self
+        """This array in storage type ``stype`` (a copy, or self for ``default``)."""
+        if stype == "default":
+            return self
+        from nnsym.ndarray.sparse import cast_storage
+
+        return cast_storage(self, stype)
 
     # ------------------------------------------------------------------ indexing
     def __getitem__(self, key: Any) -> NDArray:
@@ -254,6 +262,12 @@ def _index_key(key: Any) -> Any:
 def array(source: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray:
     """An NDArray from a numpy array, an NDArray or a (nested) sequence. The default dtype is
     the source's for numpy arrays and NDArrays, float32 otherwise (as in MXNet)."""
+    if type(source) is not NDArray and (isinstance(source, NDArray) or
+                                        type(source).__module__.startswith("scipy.sparse")):
+        from nnsym.ndarray import sparse
+
+        res: NDArray = sparse.array(source, ctx, dtype)
+        return res
     if isinstance(source, NDArray):
         src = source._data
         dt = dtype_of(dtype) if dtype is not None else src.dtype
@@ -284,8 +298,12 @@ def empty(shape: Any, ctx: Context | None = None, dtype: Any = "float32") -> NDA
 
 
 def zeros(shape: Any, ctx: Context | None = None, dtype: Any = "float32", **kw: Any) -> NDArray:
-    if kw.get("stype", "default") != "default":
-        raise NNSymError("sparse zeros arrive with the sparse issue")
+    stype = kw.get("stype") or "default"
+    if stype != "default":
+        from nnsym.ndarray import sparse
+
+        out: NDArray = sparse.zeros(stype, shape, ctx, dtype)
+        return out
     return NDArray(np.zeros(_shape_arg(shape), dtype_of(dtype)), ctx)
 
 
@@ -314,6 +332,13 @@ def invoke(op: OpDef | str, inputs: Sequence[NDArray], params: dict[str, Any],
     """Run an operator on NDArrays; returns its visible outputs."""
     if isinstance(op, str):
         op = get_op(op)
+    if any(type(a) is not NDArray for a in inputs) or (
+            out is not None and any(type(t) is not NDArray
+                                    for t in ([out] if isinstance(out, NDArray) else out))):
+        if all(isinstance(a, NDArray) for a in inputs):
+            from nnsym.ndarray.sparse_ops import invoke_sparse
+
+            return invoke_sparse(op, inputs, params, out)
     datas = []
     for i, a in enumerate(inputs):
         if not isinstance(a, NDArray):

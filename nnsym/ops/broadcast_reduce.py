@@ -36,12 +36,13 @@ from nnsym.ops.registry import (
     Kernel,
     OpDef,
     RuleError,
+    StypeRule,
     known,
     register,
     same_dtype,
 )
 from nnsym.ops.shape import strided_lowering
-from nnsym.types import Shape, shape_str
+from nnsym.types import DispatchMode, Shape, SType, shape_str
 
 Array = np.ndarray
 
@@ -683,6 +684,13 @@ BROADCAST_AXIS = register(
     )
 )
 
+# sum of a csr over axis 0 or 1: the csr kernel, dense result (MXNET-FACTS 4.6).
+_SUM_STYPE_RULES = (
+    StypeRule((SType.CSR,), (SType.DEFAULT,), DispatchMode.FCOMPUTE_EX,
+              when=lambda p: p.axis is not None and len(p.axis) == 1 and not p.exclude,
+              compute="sum_csr"),
+)
+
 REDUCE_OPS: dict[str, OpDef] = {
     row.name: register(
         OpDef(
@@ -691,6 +699,7 @@ REDUCE_OPS: dict[str, OpDef] = {
             infer_shape=reduce_shape,
             infer_type=same_dtype,
             kernels={DENSE: _reduce_kernel(row.name)},
+            stype_rules=_SUM_STYPE_RULES if row.name == "sum" else (),
             grad=REDUCE_GRADS.get(row.name),
             reference=_reduce_reference(row.fn),
             aliases=row.aliases,

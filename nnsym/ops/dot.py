@@ -10,8 +10,17 @@ import numpy as np
 from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.grad import node_gradient
 from nnsym.ops.params import Params, field
-from nnsym.ops.registry import DENSE, Example, Kernel, OpDef, RuleError, register, same_dtype
-from nnsym.types import Shape, shape_str
+from nnsym.ops.registry import (
+    DENSE,
+    Example,
+    Kernel,
+    OpDef,
+    RuleError,
+    StypeRule,
+    register,
+    same_dtype,
+)
+from nnsym.types import DispatchMode, Shape, SType, shape_str
 
 STYPES = ("default", "row_sparse", "csr")
 
@@ -198,6 +207,25 @@ def dot_gradient(name: str, dims: Any) -> Any:
     return node_gradient(op, lambda n: n.inputs[:2])
 
 
+# Storage types of dot (MXNET-FACTS 4.6, CPU): csr lhs with a dense or row_sparse rhs runs
+# the csr kernels (row_sparse result when lhs is transposed); dense . csr gives csr; the rest
+# falls back to dense (dns . csr.T keeps MXNet's csr target).
+_D, _R, _C = SType.DEFAULT, SType.ROW_SPARSE, SType.CSR
+_EX = DispatchMode.FCOMPUTE_EX
+DOT_STYPE_RULES = (
+    StypeRule((_C, _D), (_R,), _EX, when=lambda p: p.transpose_a and not p.transpose_b,
+              compute="dot"),
+    StypeRule((_C, _D), (_D,), _EX, when=lambda p: not p.transpose_a and not p.transpose_b,
+              compute="dot"),
+    StypeRule((_C, _R), (_R,), _EX, when=lambda p: p.transpose_a and not p.transpose_b,
+              compute="dot"),
+    StypeRule((_C, _R), (_D,), _EX, when=lambda p: not p.transpose_a and not p.transpose_b,
+              compute="dot"),
+    StypeRule((_D, _C), (_C,), _EX, when=lambda p: not p.transpose_a and not p.transpose_b,
+              compute="dot"),
+    StypeRule((_D, _C), (_C,), DispatchMode.FALLBACK),
+)
+
 DOT = register(
     OpDef(
         name="dot",
@@ -207,6 +235,7 @@ DOT = register(
         infer_type=same_dtype,
         reference=dot_reference,
         kernels={DENSE: Kernel(dot_lowering)},
+        stype_rules=DOT_STYPE_RULES,
         grad=dot_gradient("dot", dot_dims),
         aliases=("_sparse_dot",),
         sparse=True,

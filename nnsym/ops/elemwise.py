@@ -39,11 +39,13 @@ from nnsym.ops.registry import (
     Example,
     Kernel,
     OpDef,
+    StypeRule,
     elemwise_shape,
     register,
     same_dtype,
     unary_lowering,
 )
+from nnsym.types import DispatchMode, SType
 
 Array = np.ndarray
 UnaryFn = Callable[[Array], Array]
@@ -391,6 +393,38 @@ BINARY: tuple[Binary, ...] = (
 # fmt: on
 BINARY_BY_NAME: dict[str, Binary] = {row.name: row for row in BINARY}
 
+# Storage-type tables of the same-shape binary operators (MXNET-FACTS 4.6). Pairs not listed
+# fall back to dense; ``binary`` is the merge/intersection kernel family of nnsym.sparse.
+_EX = DispatchMode.FCOMPUTE_EX
+_D, _R, _C = SType.DEFAULT, SType.ROW_SPARSE, SType.CSR
+
+
+def _rows(*rows: tuple[tuple[SType, SType], SType, DispatchMode, str | None]) -> tuple:
+    return tuple(StypeRule(ins, (out,), mode, compute=c) for ins, out, mode, c in rows)
+
+
+_ADD_SUB_RULES = _rows(
+    ((_R, _R), _R, _EX, "binary"), ((_C, _C), _C, _EX, "binary"),
+    ((_D, _C), _D, _EX, "binary"), ((_C, _D), _D, _EX, "binary"),
+    ((_D, _R), _D, _EX, "binary"), ((_R, _D), _D, _EX, "binary"),
+)
+BINARY_STYPE_RULES: dict[str, tuple[StypeRule, ...]] = {
+    "elemwise_add": _ADD_SUB_RULES,
+    "elemwise_sub": _ADD_SUB_RULES,
+    "elemwise_mul": _rows(
+        ((_R, _R), _R, _EX, "binary"), ((_C, _C), _C, _EX, "binary"),
+        ((_R, _D), _R, _EX, "binary"), ((_D, _R), _R, _EX, "binary"),
+        ((_C, _D), _C, _EX, "binary"), ((_D, _C), _C, _EX, "binary"),
+    ),
+    # division: a dense operand makes the whole result dense; MXNet densifies the sparse one
+    # silently (fcompute), as here.
+    "elemwise_div": _rows(
+        ((_R, _R), _D, _EX, "binary"),
+        ((_D, None), _D, DispatchMode.FCOMPUTE, None),  # type: ignore[arg-type]
+        ((None, _D), _D, DispatchMode.FCOMPUTE, None),  # type: ignore[arg-type]
+    ),
+}
+
 
 def binary_reference(fn: BinaryFn) -> Callable[[Any, Array, Array], Array]:
     return lambda p, a, b: fn(a, b)
@@ -601,6 +635,15 @@ QUADRATIC = register(
     )
 )
 
+# x + s and x - s with s != 0 on sparse input: a dense result computed directly (MXNet's rule;
+# s == 0 keeps the storage type through the elementwise derivation).
+_SCALAR_STYPE_RULES = {
+    name: tuple(StypeRule((st,), (SType.DEFAULT,), DispatchMode.FCOMPUTE_EX,
+                          when=lambda p: p.scalar != 0, compute="dense_result")
+                for st in (SType.ROW_SPARSE, SType.CSR))
+    for name in ("_plus_scalar", "_minus_scalar")
+}
+
 SCALAR_OP_DEFS: dict[str, OpDef] = {
     row.name: register(
         OpDef(
@@ -611,6 +654,7 @@ SCALAR_OP_DEFS: dict[str, OpDef] = {
             inplace=((0, 0),),
             expr=row.expr,
             kernels={DENSE: unary_kernel(row.name, row.expr, ("scalar",))},
+            stype_rules=_SCALAR_STYPE_RULES.get(row.name, ()),
             grad=unary_gradient(row.name, row.grad, ScalarParams, ("scalar",)),
             reference=_scalar_reference(row.fn),
             aliases=(row.alias,),
@@ -633,6 +677,7 @@ BINARY_OPS: dict[str, OpDef] = {
             inplace=((0, 0), (1, 0)),
             expr=row.expr,
             kernels={DENSE: binary_kernel(row.name, row.expr)},
+            stype_rules=BINARY_STYPE_RULES.get(row.name, ()),
             grad=binary_gradient(row.name, row.grad),
             sparse=row.sparse,
             reference=binary_reference(row.ref),
@@ -645,6 +690,13 @@ BINARY_OPS: dict[str, OpDef] = {
     for row in BINARY
 }
 
+# add_n: all row_sparse -> row_sparse (merged rows); up to 8 inputs are tabled (MXNet: more
+# than 4 inputs with any dense one -> dense, computed directly).
+ADD_N_RULES = tuple(
+    StypeRule((SType.ROW_SPARSE,) * n, (SType.ROW_SPARSE,), DispatchMode.FCOMPUTE_EX,
+              compute="add_n_rsp") for n in range(1, 9)
+)
+
 ADD_N = register(
     OpDef(
         name="add_n",
@@ -655,6 +707,7 @@ ADD_N = register(
         infer_type=same_dtype,
         inplace=((0, 0),),
         kernels={DENSE: Kernel(add_n_lowering)},
+        stype_rules=ADD_N_RULES,
         grad=pass_through,
         sparse=True,
         reference=add_n_reference,

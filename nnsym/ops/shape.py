@@ -32,6 +32,7 @@ from nnsym.ops.registry import (
     Kernel,
     OpDef,
     RuleError,
+    StypeRule,
     elemwise_shape,
     fixed_out_dtype,
     get_op,
@@ -41,7 +42,7 @@ from nnsym.ops.registry import (
     register,
     same_dtype,
 )
-from nnsym.types import Shape, shape_str
+from nnsym.types import DispatchMode, Shape, SType, shape_str
 
 Dims = list[int | None]
 
@@ -1525,6 +1526,8 @@ ZEROS_LIKE = _copy_like(
     lambda p, x: np.zeros_like(x),
     "An array of zeros shaped like the input.",
     kernels={DENSE: fill_lowering(0)},
+    stype_rules=tuple(StypeRule((st,), ("in0",), DispatchMode.FCOMPUTE_EX, compute="zeros_like")
+                      for st in (SType.ROW_SPARSE, SType.CSR)),
     grad=no_gradient,
     ignore_inputs=(0,),
     sparse=True,

@@ -11,7 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from nnsym.errors import CompositionError, NNSymError, OperatorParamError, ShapeError
+from nnsym.errors import (
+    CompositionError,
+    NNSymError,
+    OperatorParamError,
+    ShapeError,
+    StorageTypeError,
+)
 from nnsym.graph import Entry, Graph, GraphAttrs, IndexedGraph, Node, variable
 from nnsym.ops.params import mx_str
 from nnsym.ops.registry import OpDef
@@ -386,6 +392,24 @@ class Symbol:
     def infer_type_partial(self, *args: Any, **kwargs: Any) -> tuple[Any, Any, Any]:
         arg, out, aux = self._infer("dtype", args, kwargs)
         return _np_types(arg), _np_types(out), _np_types(aux)
+
+    def infer_storage_type(self, *args: Any, **kwargs: Any) -> tuple[list, list, list]:
+        """``(arg_stypes, out_stypes, aux_stypes)`` as ``'default' | 'row_sparse' | 'csr'``,
+        from the given argument storage types (unlisted ones: their ``stype`` attribute, else
+        default). Raises StorageTypeError where an operator refuses the combination."""
+        from nnsym.passes.stype import infer_storage_type
+
+        def conv(v: Any) -> SType:
+            try:
+                return SType.parse(v)
+            except ValueError as e:
+                raise StorageTypeError(str(e)) from None
+
+        seeds = self._seed("infer_storage_type", args, kwargs, conv)
+        g = infer_storage_type(self.graph(stype=tuple(seeds)))
+        assert g.attrs.stype is not None
+        arg, out, aux = self._triple(g.attrs.stype)
+        return ([s.label for s in arg], [s.label for s in out], [s.label for s in aux])
 
     # ------------------------------------------------------------------ serialization
     # ------------------------------------------------------------------ binding

@@ -1,0 +1,180 @@
+"""Running operators on sparse NDArrays: storage-type inference decides, per call, between the
+dense kernel (``fcompute``), a storage-specialised implementation (``fcompute_ex``, the
+``EX`` table below, named by the operators' storage-type rules) and the fallback (inputs
+densified, dense kernel, outputs cast to the inferred storage types).
+
+The storage-specialised implementations run C kernels: elementwise maps run the operator's own
+dense kernel (the same scalar expression) over the stored values only; merges, products and
+reductions run the kernels of ``nnsym.sparse``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from nnsym.errors import ShapeError, StorageTypeError
+from nnsym.ndarray.ndarray import NDArray, invoke
+from nnsym.ndarray.sparse import (
+    BaseSparseNDArray,
+    CSRNDArray,
+    RowSparseNDArray,
+    _assign,
+    cast_storage,
+)
+from nnsym.ops.registry import OpDef, get_op
+from nnsym.ops.storage import Decision, infer_storage, on_fallback
+from nnsym.runtime.imperative import infer_one
+from nnsym.types import DispatchMode, SType
+
+D, R, C = SType.DEFAULT, SType.ROW_SPARSE, SType.CSR
+
+
+# ---------------------------------------------------------------------------------------------
+# Conversions
+
+
+def csr_to_dense(a: CSRNDArray) -> np.ndarray:
+    out = np.zeros(a.shape, a._values.dtype)
+    rows = np.repeat(np.arange(a.shape[0], dtype=np.int64), np.diff(a._indptr))
+    out[rows, a._indices] = a._values
+    return out
+
+
+def rsp_to_dense(a: RowSparseNDArray) -> np.ndarray:
+    out = np.zeros(a.shape, a._values.dtype)
+    out[a._indices] = a._values
+    return out
+
+
+def _nonzero(d: np.ndarray) -> np.ndarray:
+    nz: np.ndarray = np.not_equal(d, 0)
+    if d.dtype.kind == "f":
+        nz |= np.isnan(d)
+    return nz
+
+
+def dense_to(a: NDArray, stype: str) -> NDArray:
+    d = np.ascontiguousarray(a._data)
+    if stype == "csr":
+        if d.ndim != 2:
+            raise StorageTypeError(f"cast_storage to csr needs a 2-D array, not shape {d.shape}")
+        r, c = np.nonzero(_nonzero(d))
+        indptr = np.zeros(d.shape[0] + 1, np.int64)
+        np.cumsum(np.bincount(r, minlength=d.shape[0]), out=indptr[1:])
+        return CSRNDArray(np.ascontiguousarray(d[r, c]), c.astype(np.int64), indptr, d.shape,
+                          a.context)
+    if d.ndim == 0:
+        raise StorageTypeError("cast_storage to row_sparse needs at least one dimension")
+    rows = np.flatnonzero(_nonzero(d).reshape(d.shape[0], -1).any(axis=1)).astype(np.int64)
+    return RowSparseNDArray(np.ascontiguousarray(d[rows]), rows, d.shape, a.context)
+
+
+def csr_to_rsp(a: CSRNDArray) -> RowSparseNDArray:
+    """Rows with a stored entry, filled from the csr (never the whole dense shape)."""
+    counts = np.diff(a._indptr)
+    rows = np.flatnonzero(counts).astype(np.int64)
+    vals = np.zeros((rows.size, a.shape[1]), a._values.dtype)
+    pos = np.repeat(np.arange(rows.size), counts[rows])
+    vals[pos, a._indices] = a._values
+    return RowSparseNDArray(vals, rows, a.shape, a.context)
+
+
+def rsp_to_csr(a: RowSparseNDArray) -> CSRNDArray:
+    if a.ndim != 2:
+        raise StorageTypeError(f"cast_storage to csr needs a 2-D array, not shape {a.shape}")
+    r, c = np.nonzero(_nonzero(a._values))
+    rows = a._indices[r]
+    indptr = np.zeros(a.shape[0] + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=a.shape[0]), out=indptr[1:])
+    return CSRNDArray(np.ascontiguousarray(a._values[r, c]), c.astype(np.int64), indptr,
+                      a.shape, a.context)
+
+
+# ---------------------------------------------------------------------------------------------
+# Imperative calls
+
+
+def invoke_sparse(op: OpDef, inputs: Sequence[NDArray], params: dict[str, Any],
+                  out: Any = None) -> list[NDArray]:
+    """Run ``op`` with at least one sparse input (or output target)."""
+    p, _ = op.parse_params(params)
+    ins = tuple(SType.parse(a.stype) for a in inputs)
+    shapes = [tuple(a.shape) for a in inputs]
+    dtypes = [np.dtype(a.dtype) for a in inputs]
+    out_s, out_t = infer_one(op, p, shapes, dtypes, op.name.lower())
+    dec = infer_storage(op, p, ins)
+    if dec.dispatch == DispatchMode.FCOMPUTE_EX:
+        assert dec.compute is not None
+        res = EX[dec.compute](op, p, params, list(inputs), dec, out_s, out_t)
+    else:
+        if dec.dispatch == DispatchMode.FALLBACK:
+            on_fallback(op, params, ins, dec.outs)
+        dense = [a if a.stype == "default" else NDArray(a.asnumpy(), a.context) for a in inputs]
+        res = invoke(op, dense, params)
+        res = [r if st == D else cast_storage(r, st.label) for r, st in zip(res, dec.outs)]
+    if out is None:
+        return res
+    targets = [out] if isinstance(out, NDArray) else list(out)
+    if len(targets) != len(res):
+        raise ShapeError(f"{op.name}: {len(res)} outputs but {len(targets)} given in out=")
+    for t, r in zip(targets, res):
+        if t.shape != r.shape:
+            raise ShapeError(f"{op.name}: out= has shape {t.shape}, the result {r.shape}")
+        _assign(t, r)
+    return targets
+
+
+ExFn = Callable[[OpDef, Any, dict[str, Any], list[NDArray], Decision, list[Any], list[Any]],
+                list[NDArray]]
+
+
+def _map_values(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: Decision,
+                out_s: list[Any], out_t: list[Any]) -> list[NDArray]:
+    """f over the stored values only (f(0) == 0): the operator's dense kernel on ``data``."""
+    a = ins[0]
+    assert isinstance(a, BaseSparseNDArray)
+    vals = a._values.reshape(-1)
+    mapped = invoke(op, [NDArray(vals, a.context)], raw)[0]._data if vals.size else \
+        np.zeros(0, out_t[0])
+    mapped = mapped.reshape(a._values.shape)
+    if isinstance(a, CSRNDArray):
+        return [CSRNDArray(mapped, a._indices.copy(), a._indptr.copy(), a.shape, a.context)]
+    return [RowSparseNDArray(mapped, a._indices.copy(), a.shape, a.context)]
+
+
+def _dense_result(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: Decision,
+                  out_s: list[Any], out_t: list[Any]) -> list[NDArray]:
+    """A dense result computed everywhere (e.g. csr + scalar): the dense kernel on the
+    densified input, by design rather than by fallback (no warning)."""
+    dense = [a if a.stype == "default" else NDArray(a.asnumpy(), a.context) for a in ins]
+    return invoke(op, dense, raw)
+
+
+def _zeros_like(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: Decision,
+                out_s: list[Any], out_t: list[Any]) -> list[NDArray]:
+    from nnsym.ndarray.sparse import zeros
+
+    return [zeros(ins[0].stype, ins[0].shape, ins[0].context, out_t[0])]
+
+
+EX: dict[str, ExFn] = {
+    "map_values": _map_values,
+    "dense_result": _dense_result,
+    "zeros_like": _zeros_like,
+}
+
+
+def register_ex(name: str) -> Callable[[ExFn], ExFn]:
+    def deco(fn: ExFn) -> ExFn:
+        EX[name] = fn
+        return fn
+
+    return deco
+
+
+def op_call(name: str, inputs: Sequence[NDArray], **params: Any) -> NDArray:
+    """``nd.<name>(*inputs, **params)`` for any storage types (one visible output)."""
+    return invoke_sparse(get_op(name), inputs, params)[0]

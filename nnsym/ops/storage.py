@@ -1,0 +1,179 @@
+"""Storage-type rules: for one operator, its parameters and its inputs' storage types, the
+outputs' storage types and the dispatch mode (MXNET-FACTS 4.1-4.3).
+
+- All inputs dense: dense outputs, ``fcompute`` (the dense kernel).
+- Otherwise the operator's ``stype_rules`` table (first matching row wins; a row may name its
+  storage-specialised implementation, ``compute``, from ``nnsym.ndarray.sparse_ops``).
+- Elementwise operators with a scalar expression and one input derive their rule: the
+  expression evaluated at zero with the actual parameters (through the numpy reference) gives
+  zero -> the input's storage type is kept and only stored values are mapped (``fcompute_ex``);
+  anything else -> dense output by fallback. quadratic(csr, c=0) stays csr; c != 0 falls back.
+- No rule matches: dense outputs by ``fcompute_fallback`` (inputs densified, dense kernel), with
+  a one-time warning per (operator, storage types, parameters) unless
+  ``NNSYM_STORAGE_FALLBACK_LOG_VERBOSE=0``; ``NNSYM_STORAGE_FALLBACK=raise`` refuses instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from nnsym.errors import StorageTypeError
+from nnsym.ops.registry import OpDef, StypeRule
+from nnsym.types import DispatchMode, SType
+
+log = logging.getLogger("nnsym.storage")
+
+D, R, C = SType.DEFAULT, SType.ROW_SPARSE, SType.CSR
+ANY = None  # wildcard in a rule row
+
+
+@dataclass(frozen=True)
+class Decision:
+    outs: tuple[SType, ...]
+    dispatch: DispatchMode
+    compute: str | None = None  # the fcompute_ex implementation in nnsym.ndarray.sparse_ops
+
+
+def _matches(rule: StypeRule, ins: tuple[SType, ...], p: Any) -> bool:
+    if len(rule.ins) != len(ins):
+        return False
+    if any(r is not ANY and r != s for r, s in zip(rule.ins, ins)):
+        return False
+    return rule.when is None or bool(rule.when(p))
+
+
+def infer_storage(op: OpDef, p: Any, ins: tuple[SType, ...], node: str = "") -> Decision:
+    """Output storage types and dispatch mode of one call (raises StorageTypeError where the
+    operator has no way to run these storage types, e.g. cast_storage's refused pairs)."""
+    n_out = op.num_outputs(p)
+    for rule in op.stype_rules:
+        if _matches(rule, ins, p):
+            if rule.dispatch is None:
+                raise _not_implemented(op, ins, node)
+            return Decision(_expand(rule.out, ins, n_out), rule.dispatch, rule.compute)
+    if all(s == D for s in ins):
+        return Decision((D,) * n_out, DispatchMode.FCOMPUTE)
+    if op.stype_strict:
+        raise _not_implemented(op, ins, node)
+    derived = _derived_elemwise(op, p, ins)
+    if derived is not None:
+        return derived
+    return Decision((D,) * n_out, DispatchMode.FALLBACK)
+
+
+def _expand(out: tuple[Any, ...], ins: tuple[SType, ...], n_out: int) -> tuple[SType, ...]:
+    """A rule's outputs; the string "in0" stands for the first input's storage type."""
+    res = tuple(ins[0] if o == "in0" else o for o in out)
+    return res if len(res) == n_out else (res + (D,) * n_out)[:n_out]
+
+
+def _not_implemented(op: OpDef, ins: tuple[SType, ...], node: str) -> StorageTypeError:
+    where = f"node '{node}' ({op.name})" if node else f"operator {op.name}"
+    return StorageTypeError(
+        f"{where}: not implemented for input storage types "
+        f"[{', '.join(s.label for s in ins)}]")
+
+
+def _derived_elemwise(op: OpDef, p: Any, ins: tuple[SType, ...]) -> Decision | None:
+    """Unary elementwise operators keep a sparse input's storage type where f(0) == 0."""
+    if op.expr is None or len(ins) != 1 or op.reference is None or op.num_outputs(p) != 1:
+        return None
+    if not op.stype_derive:
+        return None
+    if zero_preserving(op, p):
+        return Decision((ins[0],), DispatchMode.FCOMPUTE_EX, "map_values")
+    return None
+
+
+def zero_preserving(op: OpDef, p: Any) -> bool:
+    """f(0) == 0 for this operator under these parameters (both float types checked)."""
+    try:
+        key = (op.name, _param_key(p))
+        return _zero_cache(key, op, p)
+    except TypeError:  # unhashable parameters
+        return _zero(op, p)
+
+
+def _param_key(p: Any) -> Any:
+    try:
+        return tuple(sorted(vars(p).items()))
+    except TypeError:
+        return repr(p)
+
+
+_ZERO: dict[Any, bool] = {}
+
+
+def _zero_cache(key: Any, op: OpDef, p: Any) -> bool:
+    hit = _ZERO.get(key)
+    if hit is None:
+        hit = _ZERO[key] = _zero(op, p)
+    return hit
+
+
+def _zero(op: OpDef, p: Any) -> bool:
+    assert op.reference is not None
+    with np.errstate(all="ignore"):
+        for dt in (np.float32, np.float64):
+            y = np.asarray(op.reference(p, np.zeros(1, dt)))
+            if y.shape != (1,) or not (y == 0).all():
+                return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
+# The fallback warning (MXNET-FACTS 4.4)
+
+_SEEN: set[str] = set()
+_SEEN_LOCK = threading.Lock()
+
+
+class StorageFallbackWarning(UserWarning):
+    """An operator ran on dense copies of sparse inputs (see ``fallback_message``)."""
+
+
+def _verbose() -> bool:
+    return os.environ.get("NNSYM_STORAGE_FALLBACK_LOG_VERBOSE", "1").strip() != "0"
+
+
+def fallback_message(op: OpDef, raw_params: dict[str, Any], ins: tuple[SType, ...],
+                     outs: tuple[SType, ...], dev: str = "cpu") -> str:
+    params = ", ".join(f'"{k}" : {v}' for k, v in sorted(raw_params.items()))
+    return (
+        "\nStorage type fallback detected:\n"
+        f"operator = {op.name}\n"
+        f"input storage types = [{', '.join(s.label for s in ins)}]\n"
+        f"output storage types = [{', '.join(s.label for s in outs)}]\n"
+        f"params = {{{params}}}\n"
+        f"context.dev_mask = {dev}\n"
+        "The operator has no kernel for these storage types, so its inputs are converted to "
+        "dense temporary arrays, the dense kernel runs, and the outputs are converted to the "
+        "storage types above. Results are unaffected; memory and time may grow. Set "
+        "NNSYM_STORAGE_FALLBACK_LOG_VERBOSE=0 to silence this message, or "
+        "NNSYM_STORAGE_FALLBACK=raise to make it an error."
+    )
+
+
+def on_fallback(op: OpDef, raw_params: dict[str, Any], ins: tuple[SType, ...],
+                outs: tuple[SType, ...], node: str = "") -> None:
+    """Called wherever a fallback is decided: raises in strict mode, else warns once."""
+    if os.environ.get("NNSYM_STORAGE_FALLBACK", "").strip().lower() == "raise":
+        where = f"node '{node}' ({op.name})" if node else f"operator {op.name}"
+        raise StorageTypeError(
+            f"{where}: storage fallback refused (NNSYM_STORAGE_FALLBACK=raise): no kernel for "
+            f"input storage types [{', '.join(s.label for s in ins)}]")
+    if not _verbose():
+        return
+    msg = fallback_message(op, raw_params, ins, outs)
+    with _SEEN_LOCK:
+        if msg in _SEEN:
+            return
+        _SEEN.add(msg)
+    warnings.warn(msg, StorageFallbackWarning, stacklevel=4)
