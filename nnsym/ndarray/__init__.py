@@ -14,6 +14,14 @@ _functions, _subs = _populate_namespaces("nnsym.ndarray", _make_function)
 globals().update(_functions)
 contrib, _internal, sparse = _subs["contrib"], _subs["_internal"], _subs["sparse"]
 _add_sparse_api(sparse)
+from nnsym.ndarray.optim_ops import (  # noqa: E402
+    adagrad_update,
+    adam_update,
+    sgd_mom_update,
+    sgd_update,
+)
+
+sparse.adagrad_update = adagrad_update
 
 
 def __getattr__(name: str) -> Any:
@@ -24,6 +32,8 @@ __all__ = [
     "CSRNDArray",
     "NDArray",
     "RowSparseNDArray",
+    "adagrad_update",
+    "adam_update",
     "arange",
     "array",
     "cast_storage",
@@ -32,6 +42,8 @@ __all__ = [
     "full",
     "invoke",
     "ones",
+    "sgd_mom_update",
+    "sgd_update",
     "sparse",
     "zeros",
 ]

@@ -68,7 +68,8 @@ def dense_to(a: NDArray, stype: str) -> NDArray:
                           a.context)
     if d.ndim == 0:
         raise StorageTypeError("cast_storage to row_sparse needs at least one dimension")
-    rows = np.flatnonzero(_nonzero(d).reshape(d.shape[0], -1).any(axis=1)).astype(np.int64)
+    width = int(np.prod(d.shape[1:], dtype=np.int64))
+    rows = np.flatnonzero(_nonzero(d).reshape(d.shape[0], width).any(axis=1)).astype(np.int64)
     return RowSparseNDArray(np.ascontiguousarray(d[rows]), rows, d.shape, a.context)
 
 
@@ -178,3 +179,138 @@ def register_ex(name: str) -> Callable[[ExFn], ExFn]:
 def op_call(name: str, inputs: Sequence[NDArray], **params: Any) -> NDArray:
     """``nd.<name>(*inputs, **params)`` for any storage types (one visible output)."""
     return invoke_sparse(get_op(name), inputs, params)[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Merges, products and reductions. The values are computed by the operators' own dense
+# kernels (the same scalar expressions) over the stored values laid side by side; index work
+# is vectorised numpy and scipy.sparse.
+
+
+def _dense(a: NDArray) -> NDArray:
+    return a if a.stype == "default" else NDArray(a.asnumpy(), a.context)
+
+
+def _rows_of(a: RowSparseNDArray, ids: np.ndarray) -> np.ndarray:
+    """``a``'s rows at ``ids`` (zeros where ``a`` stores none)."""
+    out = np.zeros((ids.size, *a.shape[1:]), a._values.dtype)
+    pos = np.searchsorted(ids, a._indices)
+    hit = (pos < ids.size) & (ids[np.minimum(pos, ids.size - 1)] == a._indices) if ids.size \
+        else np.zeros(a._indices.size, bool)
+    out[pos[hit]] = a._values[hit]
+    return out
+
+
+def _apply(op: OpDef, raw: dict[str, Any], *arrays: np.ndarray) -> np.ndarray:
+    if arrays[0].size == 0:
+        return np.zeros(arrays[0].shape, arrays[0].dtype)
+    res: np.ndarray = invoke(op, [NDArray(np.ascontiguousarray(x)) for x in arrays], raw)[0]._data
+    return res
+
+
+@register_ex("binary")
+def _binary(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: Decision,
+            out_s: list[Any], out_t: list[Any]) -> list[NDArray]:
+    a, b = ins
+    out = dec.outs[0]
+    ctx = a.context
+    if out == D:
+        return [NDArray(_apply(op, raw, _dense(a)._data, _dense(b)._data), ctx)]
+    union = op.name in ("elemwise_add", "elemwise_sub")
+    if isinstance(a, RowSparseNDArray) and isinstance(b, RowSparseNDArray):
+        ids = (np.union1d if union else np.intersect1d)(a._indices, b._indices).astype(np.int64)
+        vals = _apply(op, raw, _rows_of(a, ids), _rows_of(b, ids))
+        return [RowSparseNDArray(vals, ids, a.shape, ctx)]
+    if out == R:  # row_sparse * dense (either side): the sparse operand's rows
+        s, d = (a, b) if isinstance(a, RowSparseNDArray) else (b, a)
+        assert isinstance(s, RowSparseNDArray)
+        rows = np.ascontiguousarray(d._data[s._indices])
+        vals = _apply(op, raw, *((s._values, rows) if s is a else (rows, s._values)))
+        return [RowSparseNDArray(vals, s._indices.copy(), s.shape, ctx)]
+    if isinstance(a, CSRNDArray) and isinstance(b, CSRNDArray):
+        # every coordinate in the union/intersection, explicit zeros included
+        r, c = _structure(a, b, union)
+        va = _gather_csr(a, r, c)
+        vb = _gather_csr(b, r, c)
+        vals = _apply(op, raw, va, vb)
+        indptr = np.zeros(a.shape[0] + 1, np.int64)
+        np.cumsum(np.bincount(r, minlength=a.shape[0]), out=indptr[1:])
+        return [CSRNDArray(vals, c, indptr, a.shape, ctx)]
+    # csr * dense (either side): the csr's pattern
+    s, d = (a, b) if isinstance(a, CSRNDArray) else (b, a)
+    assert isinstance(s, CSRNDArray)
+    rows = np.repeat(np.arange(s.shape[0], dtype=np.int64), np.diff(s._indptr))
+    dv = np.ascontiguousarray(d._data[rows, s._indices])
+    vals = _apply(op, raw, *((s._values, dv) if s is a else (dv, s._values)))
+    return [CSRNDArray(vals, s._indices.copy(), s._indptr.copy(), s.shape, ctx)]
+
+
+def _coords(a: CSRNDArray) -> tuple[np.ndarray, np.ndarray]:
+    return np.repeat(np.arange(a.shape[0], dtype=np.int64), np.diff(a._indptr)), a._indices
+
+
+def _structure(a: CSRNDArray, b: CSRNDArray, union: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted coordinates of the union (or intersection) of two csr patterns."""
+    ra, ca = _coords(a)
+    rb, cb = _coords(b)
+    cols = np.int64(a.shape[1])
+    ka, kb = ra * cols + ca, rb * cols + cb  # row-major keys (fit int64 up to ~9e18 elements)
+    keys = np.union1d(ka, kb) if union else np.intersect1d(ka, kb)
+    keys = keys.astype(np.int64)
+    return keys // cols, keys % cols
+
+
+def _gather_csr(a: CSRNDArray, r: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``a``'s values at coordinates (r, c) (sorted), zeros where it stores none."""
+    ra, ca = _coords(a)
+    cols = np.int64(a.shape[1])
+    ka = ra * cols + ca
+    keys = r * cols + c
+    out = np.zeros(keys.size, a._values.dtype)
+    if ka.size and keys.size:
+        pos = np.searchsorted(keys, ka)
+        hit = (pos < keys.size) & (keys[np.minimum(pos, keys.size - 1)] == ka)
+        out[pos[hit]] = a._values[hit]
+    return out
+
+
+@register_ex("dot")
+def _dot(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: Decision,
+         out_s: list[Any], out_t: list[Any]) -> list[NDArray]:
+    a, b = ins
+    ctx = a.context
+    if isinstance(a, CSRNDArray):
+        m = a.asscipy()
+        rhs = b.asscipy().toarray() if isinstance(b, RowSparseNDArray) and b.ndim == 2 else \
+            _dense(b)._data
+        if p.transpose_a:
+            rows = np.unique(a._indices)
+            res = np.asarray((m.T @ rhs), dtype=out_t[0])
+            vals = np.ascontiguousarray(res[rows]).reshape((rows.size, *out_s[0][1:]))
+            return [RowSparseNDArray(vals, rows.astype(np.int64), tuple(out_s[0]), ctx)]
+        res = np.asarray(m @ rhs, dtype=out_t[0]).reshape(out_s[0])
+        return [NDArray(np.ascontiguousarray(res), ctx)]
+    assert isinstance(b, CSRNDArray)
+    res = np.asarray((b.asscipy().T @ a._data.T).T, dtype=out_t[0])
+    return [dense_to(NDArray(np.ascontiguousarray(res), ctx), "csr")]
+
+
+@register_ex("sum_csr")
+def _sum_csr(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: Decision,
+             out_s: list[Any], out_t: list[Any]) -> list[NDArray]:
+    a = ins[0]
+    assert isinstance(a, CSRNDArray)
+    axis = p.axis[0] % 2
+    res = np.asarray(a.asscipy().sum(axis=axis, dtype=out_t[0]))
+    return [NDArray(np.ascontiguousarray(res.reshape(out_s[0]).astype(out_t[0])), a.context)]
+
+
+@register_ex("add_n_rsp")
+def _add_n_rsp(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: Decision,
+               out_s: list[Any], out_t: list[Any]) -> list[NDArray]:
+    arrs = [a for a in ins if isinstance(a, RowSparseNDArray)]
+    ids = np.unique(np.concatenate([a._indices for a in arrs])).astype(np.int64)
+    vals = np.zeros((ids.size, *arrs[0].shape[1:]), out_t[0])
+    for a in arrs:
+        vals[np.searchsorted(ids, a._indices)] += a._values
+    return [RowSparseNDArray(vals, ids, arrs[0].shape, arrs[0].context)]

@@ -1,0 +1,128 @@
+"""Optimizer update operators (``nd.sgd_update``, ``sgd_mom_update``, ``adam_update``,
+``adagrad_update``), imperative as in MXNet, writing into ``out`` (normally the weight) and
+updating their state arrays in place.
+
+A row_sparse gradient updates lazily by default (``lazy_update=True``): only the rows in
+``grad.indices`` change, weight decay and state decay included (MXNet's RowSparseNDArray
+tutorial). ``lazy_update=False`` is the standard update of every row, absent rows having zero
+gradient. Formulas are MXNet 1.9.1's (MXNET-FACTS 4.6); clipping applies when
+``clip_gradient >= 0``. The weight may be dense or a row_sparse array holding every row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from nnsym.errors import ShapeError, StorageTypeError
+from nnsym.ndarray.ndarray import NDArray
+from nnsym.ndarray.sparse import BaseSparseNDArray, RowSparseNDArray
+
+
+def _clip(g: np.ndarray, c: float) -> np.ndarray:
+    return np.clip(g, -c, c) if c >= 0 else g
+
+
+def _storage(a: NDArray, what: str) -> np.ndarray:
+    """The dense storage of a weight or state (a row_sparse one must hold every row)."""
+    if isinstance(a, RowSparseNDArray):
+        if a._indices.size != a.shape[0]:
+            raise StorageTypeError(f"{what}: a row_sparse weight or state must store all "
+                                   f"{a.shape[0]} rows, it stores {a._indices.size}")
+        return a._values
+    if isinstance(a, BaseSparseNDArray):
+        raise StorageTypeError(f"{what}: csr weights and states are not supported")
+    return a._data
+
+
+def _grad(weight: np.ndarray, grad: NDArray, lazy: bool) -> tuple[np.ndarray | None, np.ndarray]:
+    """(rows, gradient rows): rows None means every row (a dense or non-lazy gradient)."""
+    if isinstance(grad, RowSparseNDArray):
+        if grad.shape != weight.shape:
+            raise ShapeError(f"gradient shape {grad.shape} != weight shape {weight.shape}")
+        if lazy:
+            return grad._indices, grad._values
+        full = np.zeros_like(weight)
+        full[grad._indices] = grad._values
+        return None, full
+    if isinstance(grad, BaseSparseNDArray):  # csr: densified (MXNet falls back here too)
+        return None, grad.asnumpy().astype(weight.dtype)
+    if grad.shape != weight.shape:
+        raise ShapeError(f"gradient shape {grad.shape} != weight shape {weight.shape}")
+    return None, grad._data
+
+
+def _finish(weight: NDArray, w: np.ndarray, out: NDArray | None) -> NDArray:
+    """The weight is updated in place; an ``out`` other than it receives a copy."""
+    if out is not None and out is not weight:
+        out[:] = weight
+        return out
+    return weight
+
+
+def sgd_update(weight: NDArray, grad: NDArray, lr: float, wd: float = 0.0,
+               rescale_grad: float = 1.0, clip_gradient: float = -1.0,
+               lazy_update: bool = True, out: NDArray | None = None, **_: Any) -> NDArray:
+    w = _storage(weight, "sgd_update weight")
+    rows, g = _grad(w, grad, lazy_update)
+    g = _clip(rescale_grad * g.astype(w.dtype, copy=False), clip_gradient)
+    if rows is None:
+        w *= (1 - lr * wd)
+        w -= lr * g
+    else:
+        w[rows] = (1 - lr * wd) * w[rows] - lr * g
+    return _finish(weight, w, out)
+
+
+def sgd_mom_update(weight: NDArray, grad: NDArray, mom: NDArray, lr: float,
+                   momentum: float = 0.0, wd: float = 0.0, rescale_grad: float = 1.0,
+                   clip_gradient: float = -1.0, lazy_update: bool = True,
+                   out: NDArray | None = None, **_: Any) -> NDArray:
+    w, m = _storage(weight, "sgd_mom_update weight"), _storage(mom, "sgd_mom_update mom")
+    rows, g = _grad(w, grad, lazy_update)
+    g = _clip(rescale_grad * g.astype(w.dtype, copy=False), clip_gradient)
+    if rows is None:
+        m *= momentum
+        m -= lr * wd * w + lr * g
+        w += m
+    else:
+        mr = momentum * m[rows] - lr * wd * w[rows] - lr * g
+        m[rows] = mr
+        w[rows] += mr
+    return _finish(weight, w, out)
+
+
+def adam_update(weight: NDArray, grad: NDArray, mean: NDArray, var: NDArray, lr: float,
+                beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-8,
+                wd: float = 0.0, rescale_grad: float = 1.0, clip_gradient: float = -1.0,
+                lazy_update: bool = True, out: NDArray | None = None, **_: Any) -> NDArray:
+    w = _storage(weight, "adam_update weight")
+    m, v = _storage(mean, "adam_update mean"), _storage(var, "adam_update var")
+    rows, g = _grad(w, grad, lazy_update)
+    sel = slice(None) if rows is None else rows
+    g = _clip(rescale_grad * g.astype(w.dtype, copy=False) + wd * w[sel], clip_gradient)
+    mr = beta1 * m[sel] + (1 - beta1) * g
+    vr = beta2 * v[sel] + (1 - beta2) * g * g
+    m[sel], v[sel] = mr, vr
+    w[sel] = w[sel] - lr * mr / (np.sqrt(vr) + epsilon)
+    return _finish(weight, w, out)
+
+
+def adagrad_update(weight: NDArray, grad: NDArray, history: NDArray, lr: float,
+                   epsilon: float = 1e-7, wd: float = 0.0, rescale_grad: float = 1.0,
+                   clip_gradient: float = -1.0, out: NDArray | None = None,
+                   **_: Any) -> NDArray:
+    """MXNet's sparse AdaGrad: h += g^2; w -= lr * g / (sqrt(h) + eps), rows of a
+    row_sparse gradient only; like MXNet it refuses wd != 0."""
+    if wd != 0:
+        raise StorageTypeError("adagrad_update: weight decay is not supported (wd must be 0), "
+                               "as in MXNet's sparse AdaGrad")
+    w, h = _storage(weight, "adagrad_update weight"), _storage(history, "adagrad_update history")
+    rows, g = _grad(w, grad, True)
+    sel = slice(None) if rows is None else rows
+    g = _clip(rescale_grad * g.astype(w.dtype, copy=False), clip_gradient)
+    hr = h[sel] + g * g
+    h[sel] = hr
+    w[sel] = w[sel] - lr * g / (np.sqrt(hr) + epsilon)
+    return _finish(weight, w, out)
