@@ -30,16 +30,23 @@ def c_literal(v: Any) -> str:
     raise TypeError(f"no C literal for {v!r}")
 
 
-ENV = jinja2.Environment(
-    loader=jinja2.FileSystemLoader([str(OPS_DIR), str(SHARED_DIR)]),
-    undefined=jinja2.StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-    keep_trailing_newline=True,
-    autoescape=False,
-)
-ENV.filters["lit"] = c_literal
-ENV.globals.update(ctype=ctype, comptype=comptype, CTYPES=CTYPES)
+def template_env(dirs: Sequence[Path]) -> jinja2.Environment:
+    """A jinja2 environment for C templates: strict about undefined names, no escaping, the
+    ``lit`` filter and the C type helpers."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader([str(d) for d in dirs]),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters["lit"] = c_literal
+    env.globals.update(ctype=ctype, comptype=comptype, CTYPES=CTYPES)
+    return env
+
+
+ENV = template_env([OPS_DIR, SHARED_DIR])
 
 
 def render_spec(spec: KernelSpec) -> str:

@@ -11,23 +11,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import jinja2
-
 from nnsym.codegen import compiler
-from nnsym.codegen.render import c_literal
-from nnsym.codegen.spec import ctype
+from nnsym.codegen.render import template_env
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-ENV = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-    undefined=jinja2.StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-    keep_trailing_newline=True,
-    autoescape=False,
-)
-ENV.filters["lit"] = c_literal
-ENV.globals.update(ctype=ctype)
+ENV = template_env([TEMPLATES])
 
 _LOCK = threading.Lock()
 _LIBS: dict[Any, Any] = {}
