@@ -39,13 +39,12 @@ class StypeRule:
     """One row of an operator's storage-type table (first match wins; no match -> fallback).
 
     ``ins`` entries may be None (any storage type); ``out`` entries may be ``"in0"`` (the first
-    input's storage type). ``dispatch`` None marks a combination the operator refuses
-    (StorageTypeError). ``compute`` names the storage-specialised implementation in
+    input's storage type). ``compute`` names the storage-specialised implementation in
     ``nnsym.ndarray.sparse_ops`` (``fcompute_ex`` rows)."""
 
     ins: tuple[SType | None, ...]
     out: tuple[Any, ...]
-    dispatch: DispatchMode | None
+    dispatch: DispatchMode
     when: Callable[[Any], bool] | None = None
     compute: str | None = None
 
@@ -115,10 +114,6 @@ class OpDef:
     expr: str | None = None
     # Later stages: storage-type table, kernels by storage signature, gradient builder.
     stype_rules: tuple[StypeRule, ...] = ()
-    # Sparse inputs that match no rule raise instead of falling back (no dense meaning).
-    stype_strict: bool = False
-    # Elementwise operators derive their rule from f(0) == 0 unless this is False.
-    stype_derive: bool = True
     kernels: Mapping[tuple[SType, ...], Kernel] = field(default_factory=dict)
     grad: Callable[..., Any] | None = None
     differentiable: bool = True

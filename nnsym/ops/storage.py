@@ -15,7 +15,6 @@ outputs' storage types and the dispatch mode (MXNET-FACTS 4.1-4.3).
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import warnings
@@ -27,8 +26,6 @@ import numpy as np
 from nnsym.errors import StorageTypeError
 from nnsym.ops.registry import OpDef, StypeRule
 from nnsym.types import DispatchMode, SType
-
-log = logging.getLogger("nnsym.storage")
 
 D, R, C = SType.DEFAULT, SType.ROW_SPARSE, SType.CSR
 ANY = None  # wildcard in a rule row
@@ -49,19 +46,14 @@ def _matches(rule: StypeRule, ins: tuple[SType, ...], p: Any) -> bool:
     return rule.when is None or bool(rule.when(p))
 
 
-def infer_storage(op: OpDef, p: Any, ins: tuple[SType, ...], node: str = "") -> Decision:
-    """Output storage types and dispatch mode of one call (raises StorageTypeError where the
-    operator has no way to run these storage types, e.g. cast_storage's refused pairs)."""
+def infer_storage(op: OpDef, p: Any, ins: tuple[SType, ...]) -> Decision:
+    """Output storage types and dispatch mode of one call."""
     n_out = op.num_outputs(p)
     for rule in op.stype_rules:
         if _matches(rule, ins, p):
-            if rule.dispatch is None:
-                raise _not_implemented(op, ins, node)
             return Decision(_expand(rule.out, ins, n_out), rule.dispatch, rule.compute)
     if all(s == D for s in ins):
         return Decision((D,) * n_out, DispatchMode.FCOMPUTE)
-    if op.stype_strict:
-        raise _not_implemented(op, ins, node)
     derived = _derived_elemwise(op, p, ins)
     if derived is not None:
         return derived
@@ -74,44 +66,22 @@ def _expand(out: tuple[Any, ...], ins: tuple[SType, ...], n_out: int) -> tuple[S
     return res if len(res) == n_out else (res + (D,) * n_out)[:n_out]
 
 
-def _not_implemented(op: OpDef, ins: tuple[SType, ...], node: str) -> StorageTypeError:
-    where = f"node '{node}' ({op.name})" if node else f"operator {op.name}"
-    return StorageTypeError(
-        f"{where}: not implemented for input storage types "
-        f"[{', '.join(s.label for s in ins)}]")
-
-
 def _derived_elemwise(op: OpDef, p: Any, ins: tuple[SType, ...]) -> Decision | None:
     """Unary elementwise operators keep a sparse input's storage type where f(0) == 0."""
     if op.expr is None or len(ins) != 1 or op.reference is None or op.num_outputs(p) != 1:
-        return None
-    if not op.stype_derive:
         return None
     if zero_preserving(op, p):
         return Decision((ins[0],), DispatchMode.FCOMPUTE_EX, "map_values")
     return None
 
 
+_ZERO: dict[tuple[str, str], bool] = {}
+
+
 def zero_preserving(op: OpDef, p: Any) -> bool:
-    """f(0) == 0 for this operator under these parameters (both float types checked)."""
-    try:
-        key = (op.name, _param_key(p))
-        return _zero_cache(key, op, p)
-    except TypeError:  # unhashable parameters
-        return _zero(op, p)
-
-
-def _param_key(p: Any) -> Any:
-    try:
-        return tuple(sorted(vars(p).items()))
-    except TypeError:
-        return repr(p)
-
-
-_ZERO: dict[Any, bool] = {}
-
-
-def _zero_cache(key: Any, op: OpDef, p: Any) -> bool:
+    """f(0) == 0 for this operator under these parameters (both float types checked;
+    memoised by the parameters' repr, which names every field)."""
+    key = (op.name, repr(p))
     hit = _ZERO.get(key)
     if hit is None:
         hit = _ZERO[key] = _zero(op, p)

@@ -39,7 +39,7 @@ def infer_storage_type(g: Graph) -> Graph:
             modes[nid] = DispatchMode.VARIABLE
             continue
         ins = tuple(vals[e] or SType.DEFAULT for e in idx.input_entries[nid])
-        dec = infer_storage(node.op, node.params, ins, node.name)
+        dec = infer_storage(node.op, node.params, ins)
         for k, st in enumerate(dec.outs):
             vals[rptr[nid] + k] = st
         modes[nid] = dec.dispatch
