@@ -36,7 +36,21 @@ D, R, C = SType.DEFAULT, SType.ROW_SPARSE, SType.CSR
 # Conversions
 
 
+def _kernels(dtype: np.dtype) -> Any:
+    """``nnsym.sparse.elemwise`` (generated C) where it serves this dtype, else None (the
+    numpy path: other dtypes, or the numpy backend)."""
+    from nnsym.codegen import compiler
+    from nnsym.sparse import elemwise
+
+    if compiler.backend() != "c" or np.dtype(dtype).name not in elemwise.DTYPES:
+        return None
+    return elemwise
+
+
 def csr_to_dense(a: CSRNDArray) -> np.ndarray:
+    k = _kernels(a._values.dtype)
+    if k is not None:
+        return np.asarray(k.csr_to_dense(a._values, a._indices, a._indptr, a.shape))
     out = np.zeros(a.shape, a._values.dtype)
     rows = np.repeat(np.arange(a.shape[0], dtype=np.int64), np.diff(a._indptr))
     out[rows, a._indices] = a._values
@@ -44,6 +58,9 @@ def csr_to_dense(a: CSRNDArray) -> np.ndarray:
 
 
 def rsp_to_dense(a: RowSparseNDArray) -> np.ndarray:
+    k = _kernels(a._values.dtype)
+    if k is not None:
+        return np.asarray(k.rsp_to_dense(a._values, a._indices, a.shape))
     out = np.zeros(a.shape, a._values.dtype)
     out[a._indices] = a._values
     return out
@@ -58,9 +75,13 @@ def _nonzero(d: np.ndarray) -> np.ndarray:
 
 def dense_to(a: NDArray, stype: str) -> NDArray:
     d = np.ascontiguousarray(a._data)
+    k = _kernels(d.dtype)
     if stype == "csr":
         if d.ndim != 2:
             raise StorageTypeError(f"cast_storage to csr needs a 2-D array, not shape {d.shape}")
+        if k is not None:
+            v, ix, ip = k.cast_dense_to_csr(d)
+            return CSRNDArray(v, ix, ip, d.shape, a.context)
         r, c = np.nonzero(_nonzero(d))
         indptr = np.zeros(d.shape[0] + 1, np.int64)
         np.cumsum(np.bincount(r, minlength=d.shape[0]), out=indptr[1:])
@@ -68,6 +89,9 @@ def dense_to(a: NDArray, stype: str) -> NDArray:
                           a.context)
     if d.ndim == 0:
         raise StorageTypeError("cast_storage to row_sparse needs at least one dimension")
+    if k is not None:
+        v, ix = k.cast_dense_to_rsp(d)
+        return RowSparseNDArray(v, ix, d.shape, a.context)
     width = int(np.prod(d.shape[1:], dtype=np.int64))
     rows = np.flatnonzero(_nonzero(d).reshape(d.shape[0], width).any(axis=1)).astype(np.int64)
     return RowSparseNDArray(np.ascontiguousarray(d[rows]), rows, d.shape, a.context)
