@@ -219,6 +219,18 @@ def test_csr_binary_explicit():
         E.csr_binary("a; b", "union", a, b, (2, 3))
 
 
+def test_rsp_binary_intersection_skips_one_sided_rows():
+    # b holds row 2 that a lacks, ahead of the shared row 5: the fill must step over it
+    a = (np.array([[0.0], [2.0], [1.0]]), np.array([1, 5, 6]))
+    b = (np.array([[3.0], [-2.0], [6.0]]), np.array([1, 2, 5]))
+    data, indices = E.rsp_binary("a * b", "intersection", a, b, (7, 1))
+    np.testing.assert_array_equal(indices, [1, 5])
+    np.testing.assert_array_equal(data, [[0.0], [12.0]])
+    data, indices = E.rsp_binary("a * b", "intersection", b, a, (7, 1))
+    np.testing.assert_array_equal(indices, [1, 5])
+    np.testing.assert_array_equal(data, [[0.0], [12.0]])
+
+
 @SETTINGS
 @given(dims, st.sampled_from([(), (4,), (2, 3), (0,)]), densities, densities, seeds,
        st.sampled_from(ALL), st.sampled_from(list(OPS)))
