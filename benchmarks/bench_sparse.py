@@ -5,18 +5,19 @@
   best peer.
 - W4b: csr.T . dense (100,000 x 64) -> row_sparse (10,000 x 64). Peers: scipy (csr.T @ dense),
   torch and MXNet when importable. Goal: <= 0.5x.
-- W5: quadratic(csr, a=1, b=2, c=0) on a 1,000,000 x 1,000,000 csr with 10M nnz -> csr: only
-  the data array is mapped, so nnsym runs ``nnsym.nd._contrib_quadratic`` on an NDArray of the
-  data array (the nd-level call on the csr array replaces it once the sparse front end is
-  available). Peers: numpy on the data array (``a*x*x + b*x + c``), scipy (a csr with the mapped
-  data). Goal: <= 0.2x numpy.
+- W5: ``nd._contrib_quadratic(csr, a=1, b=2, c=0)`` on a 1,000,000 x 1,000,000 csr with 10M
+  nnz -> csr (storage inference picks fcompute_ex: only the data array is mapped). Peers: numpy
+  on the data array (``a*x*x + b*x + c``), scipy (a csr with the mapped data). Goal: <= 0.2x
+  numpy.
 - W6: lazy SGD with momentum: weight 1,000,000 x 64, row_sparse gradient of 10,000 random rows
-  (lr 0.01, momentum 0.9, wd 1e-4); nnsym's ``sgd_mom_update_rsp``. Peers: numpy fancy
+  (lr 0.01, momentum 0.9, wd 1e-4), ``nd.sgd_mom_update(w, g, m, out=w)``. Peers: numpy fancy
   indexing of the same lazy update, MXNet ``sgd_mom_update`` when importable. Goal: <= 0.3x
   the best peer.
 
-Rows marked ``(out=)`` write into a preallocated output, as a bound graph's static memory plan
-does; ``(alloc)`` rows allocate it per call like the peers. Usage:
+Every nnsym row is a call of the ``nnsym.nd`` front end on CSRNDArray / RowSparseNDArray
+arguments (storage inference, dispatch, the generated kernels, the result arrays). Rows marked
+``(out=)`` write into a preallocated output, as a bound graph's static memory plan does;
+``(alloc)`` rows allocate it per call like the peers. Usage:
 ``python benchmarks/bench_sparse.py [--quick]``.
 """
 
@@ -38,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import environment, measure, report, row
 
 import nnsym
-from nnsym.sparse import dot, optim
+from nnsym import nd
 
 W4A, W4B = "W4a csr . dense", "W4b csr.T . dense"
 W5, W6 = "W5 quadratic(csr 1e6^2, 10M nnz)", "W6 lazy sgd_mom (1e6 x 64)"
@@ -86,18 +87,21 @@ def w4(rng: np.random.Generator, check: bool) -> tuple[Peers, Any]:
                       shape=(rows, cols))
     b = rng.standard_normal((cols, n)).astype(np.float32)
     d = rng.standard_normal((rows, n)).astype(np.float32)
-    out = np.empty((rows, n), np.float32)
     shape = (rows, cols)
+    xa = nd.sparse.csr_matrix((data, indices, indptr), shape=shape)
+    xb, xd = nd.array(b), nd.array(d)
+    out = nd.zeros((rows, n))
     if check:
-        np.testing.assert_allclose(dot.csr_dot_dense(data, indices, indptr, shape, b), a @ b,
-                                   rtol=1e-4, atol=1e-4)
-        values, ids = dot.csr_t_dot_dense(data, indices, indptr, shape, d)
-        np.testing.assert_allclose(values, (a.T @ d)[ids], rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(nd.dot(xa, xb).asnumpy(), a @ b, rtol=1e-4, atol=1e-4)
+        g = nd.dot(xa, xd, transpose_a=True)
+        assert g.stype == "row_sparse"
+        ids = g.indices.asnumpy()
+        np.testing.assert_allclose(g.data.asnumpy(), (a.T @ d)[ids], rtol=1e-4, atol=1e-3)
     peers: Peers = [
-        (W4A, "nnsym (out=)", lambda: dot.csr_dot_dense(data, indices, indptr, shape, b, out)),
-        (W4A, "nnsym (alloc)", lambda: dot.csr_dot_dense(data, indices, indptr, shape, b)),
+        (W4A, "nnsym nd (out=)", lambda: nd.dot(xa, xb, out=out)),
+        (W4A, "nnsym nd (alloc)", lambda: nd.dot(xa, xb)),
         (W4A, "scipy", lambda: a @ b),
-        (W4B, "nnsym", lambda: dot.csr_t_dot_dense(data, indices, indptr, shape, d)),
+        (W4B, "nnsym nd", lambda: nd.dot(xa, xd, transpose_a=True)),
         (W4B, "scipy", lambda: a.T @ d),
     ]
     torch = _torch()
@@ -120,18 +124,20 @@ def w5(rng: np.random.Generator, check: bool) -> tuple[Peers, Any]:
     big, per_row = 1_000_000, 10
     data, indices, indptr = random_csr(rng, big, big, per_row)
     a = sp.csr_matrix((data, indices.astype(np.int32), indptr), shape=(big, big))
-    x = nnsym.nd.array(data)
-    out = nnsym.nd.zeros(data.shape)
+    x = nd.sparse.csr_matrix((data, indices, indptr), shape=(big, big))
+    out = nd.sparse.csr_matrix((data.copy(), indices, indptr), shape=(big, big))
 
     def quad(v: np.ndarray) -> np.ndarray:
         return 1 * v * v + 2 * v + 0
 
     if check:
-        got = nnsym.nd._contrib_quadratic(x, a=1, b=2, c=0).asnumpy()
-        np.testing.assert_allclose(got, quad(data), rtol=1e-6, atol=1e-6)
+        got = nd._contrib_quadratic(x, a=1, b=2, c=0)
+        assert got.stype == "csr"
+        np.testing.assert_allclose(got.data.asnumpy(), quad(data), rtol=1e-6, atol=1e-6)
+        np.testing.assert_array_equal(got.indices.asnumpy(), indices)
     peers: Peers = [
-        (W5, "nnsym nd (out=)", lambda: nnsym.nd._contrib_quadratic(x, a=1, b=2, c=0, out=out)),
-        (W5, "nnsym nd (alloc)", lambda: nnsym.nd._contrib_quadratic(x, a=1, b=2, c=0)),
+        (W5, "nnsym nd (out=)", lambda: nd._contrib_quadratic(x, a=1, b=2, c=0, out=out)),
+        (W5, "nnsym nd (alloc)", lambda: nd._contrib_quadratic(x, a=1, b=2, c=0)),
         (W5, "numpy on .data", lambda: quad(data)),
         (W5, "scipy csr (new data)",
          lambda: sp.csr_matrix((quad(a.data), a.indices, a.indptr), shape=a.shape, copy=False)),
@@ -158,18 +164,21 @@ def w6(rng: np.random.Generator, check: bool) -> tuple[Peers, Any]:
         m[idx] = mr
         w[idx] = wr + mr
 
-    def nnsym_lazy(w: np.ndarray, m: np.ndarray) -> None:
-        optim.sgd_mom_update_rsp(w, grad, idx, m, lr=lr, momentum=momentum, wd=wd)
+    xw, xm = nd.array(weight), nd.array(mom)
+    xg = nd.sparse.row_sparse_array((grad, idx), shape=weight.shape)
+
+    def nnsym_lazy() -> None:
+        nd.sgd_mom_update(xw, xg, xm, lr=lr, momentum=momentum, wd=wd, out=xw)
 
     if check:
-        wa, ma = weight[idx].copy(), mom[idx].copy()
-        nnsym_lazy(weight, mom)
+        nnsym_lazy()
         numpy_lazy(w2, m2)
-        np.testing.assert_allclose(weight[idx], w2[idx], rtol=1e-6, atol=1e-7)
-        np.testing.assert_allclose(mom[idx], m2[idx], rtol=1e-6, atol=1e-7)
-        weight[idx], mom[idx] = wa, ma
+        np.testing.assert_allclose(xw.asnumpy()[idx], w2[idx], rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(xm.asnumpy()[idx], m2[idx], rtol=1e-6, atol=1e-7)
+        np.testing.assert_array_equal(np.delete(xw.asnumpy(), idx, axis=0),
+                                      np.delete(weight, idx, axis=0))
     peers: Peers = [
-        (W6, "nnsym", lambda: nnsym_lazy(weight, mom)),
+        (W6, "nnsym nd", nnsym_lazy),
         (W6, "numpy fancy-index", lambda: numpy_lazy(w2, m2)),
     ]
     mx = _mxnet()
@@ -179,7 +188,7 @@ def w6(rng: np.random.Generator, check: bool) -> tuple[Peers, Any]:
         peers.append((W6, "mxnet", lambda: mx.nd.sgd_mom_update(
             mw, mg, mm, out=mw, lr=lr, momentum=momentum, wd=wd,
             lazy_update=True).wait_to_read()))
-    return peers, (weight, mom, w2, m2)
+    return peers, (xw, xm, xg, w2, m2)
 
 
 def goals(results: list[dict[str, Any]]) -> None:

@@ -101,8 +101,9 @@ class Adam(Optimizer):
 
 
 class AdaGrad(Optimizer):
-    """AdaGrad: h += g^2, w -= lr g / (sqrt(h) + eps) (weight decay unsupported, as MXNet's
-    sparse AdaGrad)."""
+    """AdaGrad (MXNet's): g' = clip(rescale_grad * g); h += g'^2;
+    w += (g' / sqrt(h + eps) + wd * w) * -lr. A row_sparse gradient goes through
+    ``nd.sparse.adagrad_update`` (only its rows change; like MXNet, it needs wd == 0)."""
 
     def __init__(self, eps: float = 1e-7, **kwargs: Any):
         super().__init__(**kwargs)
@@ -112,8 +113,15 @@ class AdaGrad(Optimizer):
         return _state_like(weight, weight.stype)
 
     def update(self, index: int, weight: NDArray, grad: NDArray, state: Any) -> None:
-        optim_ops.adagrad_update(weight, grad, state, lr=self.lr, epsilon=self.eps,
-                                 **self._common())
+        from nnsym.ndarray.sparse import RowSparseNDArray
+
+        if isinstance(grad, RowSparseNDArray):
+            optim_ops.adagrad_update(weight, grad, state, lr=self.lr, epsilon=self.eps,
+                                     **self._common())
+            return
+        c = self._common()
+        optim_ops.adagrad_step(weight, grad, state, self.lr, self.eps, c["wd"],
+                               c["rescale_grad"], c["clip_gradient"])
 
 
 _BY_NAME = {"sgd": SGD, "adam": Adam, "adagrad": AdaGrad}

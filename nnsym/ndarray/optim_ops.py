@@ -7,6 +7,10 @@ A row_sparse gradient updates lazily by default (``lazy_update=True``): only the
 tutorial). ``lazy_update=False`` is the standard update of every row, absent rows having zero
 gradient. Formulas are MXNet 1.9.1's (MXNET-FACTS 4.6); clipping applies when
 ``clip_gradient >= 0``. The weight may be dense or a row_sparse array holding every row.
+
+float32 and float64 updates run the generated C kernels of ``nnsym.sparse.optim`` (one pass
+over the touched rows, split over the worker pool); other dtypes and the numpy backend run
+the numpy formulas below, which state the same arithmetic.
 """
 
 from __future__ import annotations
@@ -18,6 +22,11 @@ import numpy as np
 from nnsym.errors import ShapeError, StorageTypeError
 from nnsym.ndarray.ndarray import NDArray
 from nnsym.ndarray.sparse import BaseSparseNDArray, RowSparseNDArray
+
+
+def _same_shape(w: np.ndarray, state: np.ndarray, what: str) -> None:
+    if state.shape != w.shape:
+        raise ShapeError(f"{what} has shape {state.shape}, the weight {w.shape}")
 
 
 def _clip(g: np.ndarray, c: float) -> np.ndarray:
@@ -53,6 +62,28 @@ def _grad(weight: np.ndarray, grad: NDArray, lazy: bool) -> tuple[np.ndarray | N
     return None, grad._data
 
 
+def _kernel_path(weight: np.ndarray, states: tuple[np.ndarray, ...], grad: NDArray,
+                 lazy: bool) -> tuple[Any, np.ndarray, np.ndarray | None] | None:
+    """(``nnsym.sparse.optim``, gradient values, gradient rows or None) where the C kernels
+    serve this update, else None. Shapes are checked here as on the numpy path."""
+    from nnsym.codegen import compiler
+    from nnsym.sparse import optim
+
+    if (compiler.backend() != "c" or weight.dtype.name not in optim.DTYPES
+            or not all(a.flags.c_contiguous and a.flags.writeable for a in (weight, *states))
+            or any(a.dtype != weight.dtype for a in states)):
+        return None
+    if isinstance(grad, RowSparseNDArray):
+        if grad.shape != weight.shape:
+            raise ShapeError(f"gradient shape {grad.shape} != weight shape {weight.shape}")
+        return optim, grad._values, grad._indices
+    if isinstance(grad, BaseSparseNDArray):
+        return None
+    if grad.shape != weight.shape:
+        raise ShapeError(f"gradient shape {grad.shape} != weight shape {weight.shape}")
+    return optim, np.ascontiguousarray(grad._data, dtype=weight.dtype), None
+
+
 def _finish(weight: NDArray, w: np.ndarray, out: NDArray | None) -> NDArray:
     """The weight is updated in place; an ``out`` other than it receives a copy."""
     if out is not None and out is not weight:
@@ -65,6 +96,14 @@ def sgd_update(weight: NDArray, grad: NDArray, lr: float, wd: float = 0.0,
                rescale_grad: float = 1.0, clip_gradient: float = -1.0,
                lazy_update: bool = True, out: NDArray | None = None, **_: Any) -> NDArray:
     w = _storage(weight, "sgd_update weight")
+    k = _kernel_path(w, (), grad, lazy_update)
+    if k is not None:
+        K, gv, gi = k
+        if gi is None:
+            K.sgd_update(w, gv, lr, wd, rescale_grad, clip_gradient)
+        else:
+            K.sgd_update_rsp(w, gv, gi, lr, wd, rescale_grad, clip_gradient, lazy_update)
+        return _finish(weight, w, out)
     rows, g = _grad(w, grad, lazy_update)
     g = _clip(rescale_grad * g.astype(w.dtype, copy=False), clip_gradient)
     if rows is None:
@@ -80,6 +119,16 @@ def sgd_mom_update(weight: NDArray, grad: NDArray, mom: NDArray, lr: float,
                    clip_gradient: float = -1.0, lazy_update: bool = True,
                    out: NDArray | None = None, **_: Any) -> NDArray:
     w, m = _storage(weight, "sgd_mom_update weight"), _storage(mom, "sgd_mom_update mom")
+    _same_shape(w, m, "sgd_mom_update mom")
+    k = _kernel_path(w, (m,), grad, lazy_update)
+    if k is not None:
+        K, gv, gi = k
+        if gi is None:
+            K.sgd_mom_update(w, gv, m, lr, momentum, wd, rescale_grad, clip_gradient)
+        else:
+            K.sgd_mom_update_rsp(w, gv, gi, m, lr, momentum, wd, rescale_grad, clip_gradient,
+                                 lazy_update)
+        return _finish(weight, w, out)
     rows, g = _grad(w, grad, lazy_update)
     g = _clip(rescale_grad * g.astype(w.dtype, copy=False), clip_gradient)
     if rows is None:
@@ -99,6 +148,18 @@ def adam_update(weight: NDArray, grad: NDArray, mean: NDArray, var: NDArray, lr:
                 lazy_update: bool = True, out: NDArray | None = None, **_: Any) -> NDArray:
     w = _storage(weight, "adam_update weight")
     m, v = _storage(mean, "adam_update mean"), _storage(var, "adam_update var")
+    _same_shape(w, m, "adam_update mean")
+    _same_shape(w, v, "adam_update var")
+    k = _kernel_path(w, (m, v), grad, lazy_update)
+    if k is not None:
+        K, gv, gi = k
+        if gi is None:
+            K.adam_update(w, gv, m, v, lr, beta1, beta2, epsilon, wd, rescale_grad,
+                          clip_gradient)
+        else:
+            K.adam_update_rsp(w, gv, gi, m, v, lr, beta1, beta2, epsilon, wd, rescale_grad,
+                              clip_gradient, lazy_update)
+        return _finish(weight, w, out)
     rows, g = _grad(w, grad, lazy_update)
     sel = slice(None) if rows is None else rows
     g = _clip(rescale_grad * g.astype(w.dtype, copy=False) + wd * w[sel], clip_gradient)
@@ -113,16 +174,38 @@ def adagrad_update(weight: NDArray, grad: NDArray, history: NDArray, lr: float,
                    epsilon: float = 1e-7, wd: float = 0.0, rescale_grad: float = 1.0,
                    clip_gradient: float = -1.0, out: NDArray | None = None,
                    **_: Any) -> NDArray:
-    """MXNet's sparse AdaGrad: h += g^2; w -= lr * g / (sqrt(h) + eps), rows of a
+    """MXNet's sparse AdaGrad: h += g^2; w -= lr * g / sqrt(h + eps), rows of a
     row_sparse gradient only; like MXNet it refuses wd != 0."""
     if wd != 0:
         raise StorageTypeError("adagrad_update: weight decay is not supported (wd must be 0), "
                                "as in MXNet's sparse AdaGrad")
+    return adagrad_step(weight, grad, history, lr, epsilon, 0.0, rescale_grad, clip_gradient,
+                        out)
+
+
+def adagrad_step(weight: NDArray, grad: NDArray, history: NDArray, lr: float, epsilon: float,
+                 wd: float, rescale_grad: float, clip_gradient: float,
+                 out: NDArray | None = None) -> NDArray:
+    """AdaGrad with weight decay (the optimizer's dense-gradient step, MXNet's Python
+    AdaGrad): g' = clip(rescale_grad*g); h += g'^2; w += (g'/sqrt(h + eps) + wd*w) * -lr, on
+    the rows of a row_sparse gradient only (which, as in MXNet, needs wd == 0)."""
+    if wd != 0 and isinstance(grad, RowSparseNDArray):
+        raise StorageTypeError("adagrad with a row_sparse gradient does not support weight "
+                               "decay (wd must be 0), as in MXNet's sparse AdaGrad")
     w, h = _storage(weight, "adagrad_update weight"), _storage(history, "adagrad_update history")
+    _same_shape(w, h, "adagrad_update history")
+    k = _kernel_path(w, (h,), grad, True)
+    if k is not None:
+        K, gv, gi = k
+        if gi is None:
+            K.adagrad_update(w, gv, h, lr, epsilon, wd, rescale_grad, clip_gradient)
+        else:
+            K.adagrad_update_rsp(w, gv, gi, h, lr, epsilon, wd, rescale_grad, clip_gradient)
+        return _finish(weight, w, out)
     rows, g = _grad(w, grad, True)
     sel = slice(None) if rows is None else rows
     g = _clip(rescale_grad * g.astype(w.dtype, copy=False), clip_gradient)
     hr = h[sel] + g * g
     h[sel] = hr
-    w[sel] = w[sel] - lr * g / (np.sqrt(hr) + epsilon)
+    w[sel] = w[sel] - lr * (g / np.sqrt(hr + epsilon) + wd * w[sel])
     return _finish(weight, w, out)

@@ -36,7 +36,7 @@ D, R, C = SType.DEFAULT, SType.ROW_SPARSE, SType.CSR
 # Conversions
 
 
-def _kernels(dtype: np.dtype) -> Any:
+def _kernels(dtype: Any) -> Any:
     """``nnsym.sparse.elemwise`` (generated C) where it serves this dtype, else None (the
     numpy path: other dtypes, or the numpy backend)."""
     from nnsym.codegen import compiler
@@ -45,6 +45,17 @@ def _kernels(dtype: np.dtype) -> Any:
     if compiler.backend() != "c" or np.dtype(dtype).name not in elemwise.DTYPES:
         return None
     return elemwise
+
+
+def _dot_kernels(*arrays: np.ndarray) -> Any:
+    """``nnsym.sparse.dot`` where it serves these operands (C backend, one float dtype)."""
+    from nnsym.codegen import compiler
+    from nnsym.sparse import dot
+
+    dts = {np.dtype(a.dtype).name for a in arrays}
+    if compiler.backend() != "c" or len(dts) != 1 or dts.pop() not in dot.DTYPES:
+        return None
+    return dot
 
 
 def csr_to_dense(a: CSRNDArray) -> np.ndarray:
@@ -206,9 +217,9 @@ def op_call(name: str, inputs: Sequence[NDArray], **params: Any) -> NDArray:
 
 
 # ---------------------------------------------------------------------------------------------
-# Merges, products and reductions. The values are computed by the operators' own dense
-# kernels (the same scalar expressions) over the stored values laid side by side; index work
-# is vectorised numpy and scipy.sparse.
+# Merges, products and reductions: the generated kernels of ``nnsym.sparse`` where they serve
+# the dtype (on the C backend); otherwise the operators' own dense kernels over the stored
+# values laid side by side, with the index work in vectorised numpy and scipy.sparse.
 
 
 def _dense(a: NDArray) -> NDArray:
@@ -238,6 +249,10 @@ def _binary(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: Dec
     a, b = ins
     out = dec.outs[0]
     ctx = a.context
+    k = _kernels(a.dtype) if a.dtype == b.dtype else None
+    res = _binary_kernel(k, op, a, b, out) if k is not None else None
+    if res is not None:
+        return [res]
     if out == D:
         return [NDArray(_apply(op, raw, _dense(a)._data, _dense(b)._data), ctx)]
     union = op.name in ("elemwise_add", "elemwise_sub")
@@ -267,6 +282,41 @@ def _binary(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: Dec
     dv = np.ascontiguousarray(d._data[rows, s._indices])
     vals = _apply(op, raw, *((s._values, dv) if s is a else (dv, s._values)))
     return [CSRNDArray(vals, s._indices.copy(), s._indptr.copy(), s.shape, ctx)]
+
+
+def _binary_kernel(k: Any, op: OpDef, a: NDArray, b: NDArray, out: SType) -> NDArray | None:
+    """A merge by the generated kernels of ``nnsym.sparse.elemwise`` (``k``), computing the
+    operator's own scalar expression (integer division guarded as in the dense kernels); None
+    for the one case they leave to numpy (integer row_sparse / row_sparse)."""
+    from nnsym.ops.elemwise import BINARY_BY_NAME, kernel_expr
+
+    expr = kernel_expr(op.name, BINARY_BY_NAME[op.name].expr, np.dtype(a.dtype))
+    kind = "union" if op.name in ("elemwise_add", "elemwise_sub") else "intersection"
+    shape, ctx = tuple(a.shape), a.context
+    if isinstance(a, RowSparseNDArray) and isinstance(b, RowSparseNDArray):
+        if out == D:  # division: computed at every element, IEEE results where both are 0
+            if np.dtype(a.dtype).kind != "f":
+                return None
+            return NDArray(k.rsp_dense_result(expr, (a._values, a._indices),
+                                              (b._values, b._indices), shape), ctx)
+        v, ix = k.rsp_binary(expr, kind, (a._values, a._indices), (b._values, b._indices),
+                             shape)
+        return RowSparseNDArray(v, ix, shape, ctx)
+    if isinstance(a, CSRNDArray) and isinstance(b, CSRNDArray):
+        v, ix, ip = k.csr_binary(expr, kind, (a._values, a._indices, a._indptr),
+                                 (b._values, b._indices, b._indptr), shape)
+        return CSRNDArray(v, ix, ip, shape, ctx)
+    lhs = a.stype != "default"
+    s, d = (a, b) if lhs else (b, a)
+    dd = np.ascontiguousarray(d._data)
+    if isinstance(s, RowSparseNDArray):
+        r = k.rsp_dense_binary(expr, (s._values, s._indices), dd, lhs, shape,
+                               "dense" if out == D else "row_sparse")
+        return NDArray(r, ctx) if out == D else RowSparseNDArray(r[0], r[1], shape, ctx)
+    assert isinstance(s, CSRNDArray)
+    r = k.csr_dense_binary(expr, (s._values, s._indices, s._indptr), dd, lhs, shape,
+                           "dense" if out == D else "csr")
+    return NDArray(r, ctx) if out == D else CSRNDArray(r[0], r[1], r[2], shape, ctx)
 
 
 def _coords(a: CSRNDArray) -> tuple[np.ndarray, np.ndarray]:
@@ -303,6 +353,10 @@ def _dot(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: Decisi
          out_s: list[Any], out_t: list[Any]) -> list[NDArray]:
     a, b = ins
     ctx = a.context
+    k = _dot_kernels(a._values if isinstance(a, BaseSparseNDArray) else a._data,
+                     b._values if isinstance(b, BaseSparseNDArray) else b._data)
+    if k is not None:
+        return [_dot_kernel(k, p, a, b, tuple(out_s[0]))]
     if isinstance(a, CSRNDArray):
         m = a.asscipy()
         rhs = b.asscipy().toarray() if isinstance(b, RowSparseNDArray) and b.ndim == 2 else \
@@ -319,12 +373,36 @@ def _dot(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: Decisi
     return [dense_to(NDArray(np.ascontiguousarray(res), ctx), "csr")]
 
 
+def _dot_kernel(k: Any, p: Any, a: NDArray, b: NDArray, shape: tuple[int, ...]) -> NDArray:
+    """dot with a csr operand by the generated kernels of ``nnsym.sparse.dot`` (``k``)."""
+    ctx = a.context
+    if isinstance(a, CSRNDArray):
+        csr = (a._values, a._indices, a._indptr, tuple(a.shape))
+        if isinstance(b, RowSparseNDArray):
+            r = k.csr_dot_rsp(*csr, b._values, b._indices, tuple(b.shape),
+                              transpose_a=bool(p.transpose_a))
+        elif p.transpose_a:
+            r = k.csr_t_dot_dense(*csr, b._data)
+        else:
+            return NDArray(k.csr_dot_dense(*csr, b._data).reshape(shape), ctx)
+        if isinstance(r, tuple):
+            return RowSparseNDArray(r[0], r[1], shape, ctx)
+        return NDArray(r.reshape(shape), ctx)
+    assert isinstance(b, CSRNDArray)
+    v, ix, ip = k.dense_dot_csr(a._data, b._values, b._indices, b._indptr, tuple(b.shape))
+    return CSRNDArray(v, ix, ip, shape, ctx)
+
+
 @register_ex("sum_csr")
 def _sum_csr(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: Decision,
              out_s: list[Any], out_t: list[Any]) -> list[NDArray]:
     a = ins[0]
     assert isinstance(a, CSRNDArray)
     axis = p.axis[0] % 2
+    k = _kernels(a.dtype)
+    if k is not None and np.dtype(out_t[0]) == np.dtype(a.dtype):
+        res = k.csr_sum(a._values, a._indices, a._indptr, tuple(a.shape), axis, False)
+        return [NDArray(np.ascontiguousarray(res.reshape(out_s[0])), a.context)]
     res = np.asarray(a.asscipy().sum(axis=axis, dtype=out_t[0]))
     return [NDArray(np.ascontiguousarray(res.reshape(out_s[0]).astype(out_t[0])), a.context)]
 
@@ -333,6 +411,10 @@ def _sum_csr(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: De
 def _add_n_rsp(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: Decision,
                out_s: list[Any], out_t: list[Any]) -> list[NDArray]:
     arrs = [a for a in ins if isinstance(a, RowSparseNDArray)]
+    k = _kernels(arrs[0].dtype)
+    if k is not None and all(np.dtype(a.dtype) == np.dtype(out_t[0]) for a in arrs):
+        v, ix = k.add_n_rsp([(a._values, a._indices) for a in arrs], tuple(arrs[0].shape))
+        return [RowSparseNDArray(v, ix, arrs[0].shape, arrs[0].context)]
     ids = np.unique(np.concatenate([a._indices for a in arrs])).astype(np.int64)
     vals = np.zeros((ids.size, *arrs[0].shape[1:]), out_t[0])
     for a in arrs:

@@ -87,3 +87,97 @@ def test_optimizer_classes_and_adagrad():
     a = optimizer.create("adam", learning_rate=0.1)
     st = a.create_state(0, w)
     a.update(0, w, rsp_grad(), st)
+
+
+# MXNet 1.9.1 (reference venv): w = ones((4, 2)); h = zeros((4, 2)); g = the row_sparse
+# rows [1, 2] = [[1, 2], [4, 5]] (float32); mx.nd.sparse.adagrad_update(w, g, h, lr=0.1,
+# epsilon=0.5, out=w) -> rows 1 and 2 below (the epsilon goes inside the square root).
+MX_ADAGRAD_EPS05 = [[0.91835034, 0.9057191], [0.9015268, 0.90098524]]
+
+
+@pytest.fixture(params=["c", "numpy"])
+def backend(request, monkeypatch):
+    from nnsym.codegen import compiler
+
+    if request.param == "numpy":
+        monkeypatch.setenv("NNSYM_BACKEND", "numpy")
+    else:
+        monkeypatch.delenv("NNSYM_BACKEND", raising=False)
+    compiler.reset_backend()
+    yield request.param
+    monkeypatch.undo()
+    compiler.reset_backend()
+
+
+def test_sparse_adagrad_matches_mxnet(backend):
+    w, h = nd.ones((4, 2)), nd.zeros((4, 2))
+    nd.sparse.adagrad_update(w, rsp_grad(), h, lr=0.1, epsilon=0.5, out=w)
+    np.testing.assert_allclose(w.asnumpy()[1:3], MX_ADAGRAD_EPS05, rtol=1e-6)
+    np.testing.assert_array_equal(w.asnumpy()[[0, 3]], 1.0)
+
+
+def _run_update(name, w, g, states, lazy):
+    kw = {"lr": 0.05, "wd": 0.01, "rescale_grad": 0.5, "clip_gradient": 0.8}
+    if name == "sgd":
+        nd.sgd_update(w, g, lazy_update=lazy, **kw)
+    elif name == "sgd_mom":
+        nd.sgd_mom_update(w, g, *states, momentum=0.9, lazy_update=lazy, **kw)
+    elif name == "adam":
+        nd.adam_update(w, g, *states, lazy_update=lazy, **kw)
+    else:
+        kw["wd"] = 0.0
+        nd.sparse.adagrad_update(w, g, *states, **kw)
+
+
+@pytest.mark.parametrize("name", ["sgd", "sgd_mom", "adam", "adagrad"])
+@pytest.mark.parametrize("gstype", ["default", "row_sparse"])
+@pytest.mark.parametrize("lazy", [True, False])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_kernel_updates_equal_numpy_formulas(monkeypatch, name, gstype, lazy, dtype):
+    """The C kernels of nnsym.sparse.optim (C backend) and the numpy formulas (numpy backend)
+    give the same weights and states, two steps in a row."""
+    from nnsym.codegen import compiler
+
+    rng = np.random.default_rng(7)
+    w0 = rng.standard_normal((9, 3)).astype(dtype)
+    n_states = {"sgd": 0, "sgd_mom": 1, "adam": 2, "adagrad": 1}[name]
+    s0 = [rng.random((9, 3)).astype(dtype) for _ in range(n_states)]
+    g0 = 3 * rng.standard_normal((9, 3)).astype(dtype)
+    g0[[0, 4, 5]] = 0
+    results = []
+    for be in ("c", "numpy"):
+        if be == "numpy":
+            monkeypatch.setenv("NNSYM_BACKEND", "numpy")
+        else:
+            monkeypatch.delenv("NNSYM_BACKEND", raising=False)
+        compiler.reset_backend()
+        w = nd.array(w0, dtype=dtype)
+        states = [nd.array(s, dtype=dtype) for s in s0]
+        for _ in range(2):
+            g = nd.array(g0, dtype=dtype)
+            _run_update(name, w, g.tostype(gstype) if gstype != "default" else g, states, lazy)
+        results.append([w.asnumpy(), *(s.asnumpy() for s in states)])
+    monkeypatch.delenv("NNSYM_BACKEND", raising=False)
+    compiler.reset_backend()
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    for got, want in zip(*results):
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    if gstype == "row_sparse" and (lazy or name == "adagrad"):
+        assert _changed(w0, results[0][0]) == [1, 2, 3, 6, 7, 8]
+
+
+def test_adagrad_optimizer_dense_weight_decay():
+    """MXNet's Python AdaGrad with a dense gradient: weight decay inside the step."""
+    rng = np.random.default_rng(2)
+    w0, g0 = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    opt = optimizer.create("adagrad", learning_rate=0.1, wd=0.05, eps=1e-7, rescale_grad=2.0)
+    w = nd.array(w0, dtype="float64")
+    st = opt.create_state(0, w)
+    opt.update(0, w, nd.array(g0, dtype="float64"), st)
+    g = 2.0 * g0
+    h = g * g
+    np.testing.assert_allclose(st.asnumpy(), h, rtol=1e-12)
+    np.testing.assert_allclose(w.asnumpy(), w0 - 0.1 * (g / np.sqrt(h + 1e-7) + 0.05 * w0),
+                               rtol=1e-12)
+    with pytest.raises(StorageTypeError, match="wd must be 0"):
+        opt.update(0, w, nd.array(g0, dtype="float64").tostype("row_sparse"), st)

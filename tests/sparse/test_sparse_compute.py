@@ -7,13 +7,28 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nnsym import nd
+from nnsym.codegen import compiler
 from nnsym.ops.storage import StorageFallbackWarning
 
 SPARSE = ("csr", "row_sparse", "default")
+
+
+@pytest.fixture(params=["c", "numpy"])
+def backend(request, monkeypatch):
+    """Both implementations of the storage-specialised paths: the generated C kernels of
+    nnsym.sparse and the numpy/scipy path of the numpy backend."""
+    if request.param == "numpy":
+        monkeypatch.setenv("NNSYM_BACKEND", "numpy")
+    else:
+        monkeypatch.delenv("NNSYM_BACKEND", raising=False)
+    compiler.reset_backend()
+    yield request.param
+    monkeypatch.undo()
+    compiler.reset_backend()
 
 
 def _dense(rng, shape, density, dtype):
@@ -22,25 +37,32 @@ def _dense(rng, shape, density, dtype):
     return a
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.sampled_from(["elemwise_add", "elemwise_sub", "elemwise_mul", "elemwise_div"]),
        st.sampled_from(SPARSE), st.sampled_from(SPARSE), st.sampled_from([0.0, 0.3, 1.0]),
-       st.sampled_from([0.0, 0.5, 1.0]), st.sampled_from(["float32", "float64"]),
-       st.integers(0, 2**31))
-def test_binary_elementwise_matches_dense(op, sa, sb, da, db, dtype, seed):
+       st.sampled_from([0.0, 0.5, 1.0]),
+       st.sampled_from(["float32", "float64", "float16", "int32", "int64"]),
+       st.integers(0, 2**31), st.booleans())
+def test_binary_elementwise_matches_dense(backend, op, sa, sb, da, db, dtype, seed, rows3d):
     rng = np.random.default_rng(seed)
     shape = (int(rng.integers(0, 6)), int(rng.integers(1, 5)))
+    if rows3d and "csr" not in (sa, sb):
+        shape = (*shape, 2)  # row_sparse rows of more than one dimension
     a, b = _dense(rng, shape, da, dtype), _dense(rng, shape, db, dtype)
-    want = getattr(nd, op)(nd.array(a), nd.array(b)).asnumpy()
+    with np.errstate(all="ignore"):
+        want = getattr(nd, op)(nd.array(a, dtype=dtype), nd.array(b, dtype=dtype)).asnumpy()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", StorageFallbackWarning)
-        got = getattr(nd, op)(nd.array(a).tostype(sa), nd.array(b).tostype(sb))
+        got = getattr(nd, op)(nd.array(a, dtype=dtype).tostype(sa),
+                              nd.array(b, dtype=dtype).tostype(sb))
+    assert got.dtype == np.dtype(dtype)
     np.testing.assert_allclose(got.asnumpy(), want, rtol=1e-6, equal_nan=True)
     if got.stype != "default":
         got.check_format()
 
 
-def test_binary_output_storage_types():
+def test_binary_output_storage_types(backend):
     a = nd.array(np.eye(3, dtype=np.float32))
     c, r = a.tostype("csr"), a.tostype("row_sparse")
     assert nd.elemwise_add(c, c).stype == "csr"
@@ -55,7 +77,7 @@ def test_binary_output_storage_types():
 
 @pytest.mark.parametrize("density", [0.0, 0.2, 1.0])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_sparse_dot_products(density, dtype):
+def test_sparse_dot_products(backend, density, dtype):
     rng = np.random.default_rng(3)
     x = _dense(rng, (7, 5), density, dtype)
     x[2] = 0
@@ -79,7 +101,7 @@ def test_sparse_dot_products(density, dtype):
     np.testing.assert_allclose(nd.dot(c, wr).asnumpy(), x @ w, rtol=tol, atol=tol)
 
 
-def test_csr_sums_and_add_n():
+def test_csr_sums_and_add_n(backend):
     rng = np.random.default_rng(4)
     x = _dense(rng, (6, 5), 0.3, "float64")
     c = nd.array(x).tostype("csr")
