@@ -45,7 +45,8 @@ def _index_array(v: Any, what: str) -> np.ndarray:
         raise StorageTypeError(f"{what} must be an integer array, not {a.dtype}")
     if a.ndim != 1:
         raise StorageTypeError(f"{what} must be 1-D, not of shape {a.shape}")
-    return np.ascontiguousarray(a, dtype=np.int64)
+    # always a private copy: the array never aliases the caller's memory (as MXNet copies)
+    return np.array(a, dtype=np.int64, order="C", copy=True)
 
 
 def _values(v: Any, dtype: Any) -> np.ndarray:
@@ -53,7 +54,7 @@ def _values(v: Any, dtype: Any) -> np.ndarray:
     a = np.asarray(a)
     dt = dtype_of(dtype) if dtype is not None else (
         a.dtype if a.dtype.kind in "fiub" and a.size else np.dtype(np.float32))
-    return np.ascontiguousarray(a, dtype=dt)
+    return np.array(a, dtype=dt, order="C", copy=True)
 
 
 def _check_shape(shape: Any) -> tuple[int, ...]:
@@ -73,7 +74,7 @@ def _first_bad(mask: np.ndarray) -> int:
 class BaseSparseNDArray(NDArray):
     """Common behaviour of the sparse arrays (dense ``_data`` is never set)."""
 
-    __slots__ = ("_dt", "_indices", "_shape", "_values")
+    __slots__ = ("_aux_exposed", "_dt", "_indices", "_shape", "_values")
     _stype = ""
 
     def __init__(self, values: np.ndarray, indices: np.ndarray, shape: tuple[int, ...],
@@ -81,6 +82,11 @@ class BaseSparseNDArray(NDArray):
         # Trusted parts (canonical); public constructors validate first.
         self._values = values
         self._indices = indices
+        # Index arrays may be shared between arrays of one pattern (a value map's result, a
+        # copy): shared ones are read-only, and .indices / .indptr first take a private copy
+        # (copy on write). _aux_exposed: a caller holds a view of this array's index arrays,
+        # so they are copied rather than shared from then on.
+        self._aux_exposed = False
         self._shape = tuple(int(d) for d in shape)
         self._dt = values.dtype
         self._ctx = ctx or _CPU
@@ -120,7 +126,20 @@ class BaseSparseNDArray(NDArray):
     @property
     def indices(self) -> NDArray:
         """Column ids (csr) or row ids (row_sparse), int64 (shares memory)."""
+        if not self._indices.flags.writeable:
+            self._indices = self._indices.copy()
+        self._aux_exposed = True
         return NDArray(self._indices, self._ctx)
+
+    def _shared_aux(self) -> tuple[np.ndarray, ...]:
+        """The index arrays for a new array of the same pattern to share (made read-only);
+        copies where a caller holds views of them (``.indices`` / ``.indptr``)."""
+        aux = self._aux()
+        if self._aux_exposed:
+            return tuple(a.copy() for a in aux)
+        for a in aux:
+            a.flags.writeable = False
+        return aux
 
     def __len__(self) -> int:
         return self._shape[0]
@@ -149,7 +168,7 @@ class BaseSparseNDArray(NDArray):
         return cast_storage(self, stype)
 
     def copy(self) -> NDArray:
-        return self._with(self._values.copy(), *(a.copy() for a in self._aux()))
+        return self._with(self._values.copy(), *self._shared_aux())
 
     def _aux(self) -> tuple[np.ndarray, ...]:
         return (self._indices,)
@@ -179,7 +198,7 @@ class BaseSparseNDArray(NDArray):
         dt = dtype_of(dtype)
         if not copy and dt == self._dt:
             return self
-        return self._with(self._values.astype(dt), *(a.copy() for a in self._aux()))
+        return self._with(self._values.astype(dt), *self._shared_aux())
 
     def __setitem__(self, key: Any, value: Any) -> None:
         if not (isinstance(key, slice) and key == slice(None)):
@@ -222,6 +241,10 @@ class CSRNDArray(BaseSparseNDArray):
 
     @property
     def indptr(self) -> NDArray:
+        """Row offsets into data/indices, int64 (shares memory)."""
+        if not self._indptr.flags.writeable:
+            self._indptr = self._indptr.copy()
+        self._aux_exposed = True
         return NDArray(self._indptr, self._ctx)
 
     def _aux(self) -> tuple[np.ndarray, ...]:
@@ -586,10 +609,11 @@ def _assign(dst: NDArray, src: NDArray) -> None:
     if isinstance(dst, BaseSparseNDArray):
         assert isinstance(conv, BaseSparseNDArray)
         dst._values = conv._values.astype(dst._dt, copy=conv is src)
-        dst._indices = conv._indices.copy() if conv is src else conv._indices
+        aux = conv._shared_aux()
+        dst._indices = aux[0]
         if isinstance(dst, CSRNDArray):
-            assert isinstance(conv, CSRNDArray)
-            dst._indptr = conv._indptr.copy() if conv is src else conv._indptr
+            dst._indptr = aux[1]
+        dst._aux_exposed = False
         dst._buf = None
     else:
         dst._data[...] = conv._data.astype(dst._data.dtype, copy=False)

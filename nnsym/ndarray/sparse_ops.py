@@ -142,47 +142,74 @@ def invoke_sparse(op: OpDef, inputs: Sequence[NDArray], params: dict[str, Any],
     dtypes = [np.dtype(a.dtype) for a in inputs]
     out_s, out_t = infer_one(op, p, shapes, dtypes, op.name.lower())
     dec = infer_storage(op, p, ins)
+    targets = None if out is None else [out] if isinstance(out, NDArray) else list(out)
     if dec.dispatch == DispatchMode.FCOMPUTE_EX:
         assert dec.compute is not None
-        res = EX[dec.compute](op, p, params, list(inputs), dec, out_s, out_t)
+        usable = targets if targets is not None and _fits(targets, dec, out_s, out_t) else None
+        res = EX[dec.compute](op, p, params, list(inputs), dec, out_s, out_t, usable)
     else:
         if dec.dispatch == DispatchMode.FALLBACK:
             on_fallback(op, params, ins, dec.outs)
         dense = [a if a.stype == "default" else NDArray(a.asnumpy(), a.context) for a in inputs]
         res = invoke(op, dense, params)
         res = [r if st == D else cast_storage(r, st.label) for r, st in zip(res, dec.outs)]
-    if out is None:
+    if targets is None:
         return res
-    targets = [out] if isinstance(out, NDArray) else list(out)
     if len(targets) != len(res):
         raise ShapeError(f"{op.name}: {len(res)} outputs but {len(targets)} given in out=")
     for t, r in zip(targets, res):
         if t.shape != r.shape:
             raise ShapeError(f"{op.name}: out= has shape {t.shape}, the result {r.shape}")
-        _assign(t, r)
+        if r is not t:
+            _assign(t, r)
     return targets
 
 
-ExFn = Callable[[OpDef, Any, dict[str, Any], list[NDArray], Decision, list[Any], list[Any]],
-                list[NDArray]]
+def _fits(targets: list[NDArray], dec: Decision, out_s: list[Any], out_t: list[Any]) -> bool:
+    """Whether out= arrays can receive an fcompute_ex result directly: one per output, each
+    of the inferred storage type, shape and dtype."""
+    return len(targets) == len(dec.outs) and all(
+        t.stype == st.label and tuple(t.shape) == tuple(s) and np.dtype(t.dtype) == np.dtype(dt)
+        for t, st, s, dt in zip(targets, dec.outs, out_s, out_t))
+
+
+# An fcompute_ex implementation: (operator, parsed and raw parameters, inputs, the storage
+# decision, inferred output shapes and dtypes, out= arrays that fit the decision or None) ->
+# the outputs. It may write into the out= arrays and return them (then nothing is copied);
+# any other result is assigned to them.
+ExFn = Callable[[OpDef, Any, dict[str, Any], list[NDArray], Decision, list[Any], list[Any],
+                 list[NDArray] | None], list[NDArray]]
 
 
 def _map_values(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: Decision,
-                out_s: list[Any], out_t: list[Any]) -> list[NDArray]:
-    """f over the stored values only (f(0) == 0): the operator's dense kernel on ``data``."""
+                out_s: list[Any], out_t: list[Any],
+                targets: list[NDArray] | None = None) -> list[NDArray]:
+    """f over the stored values only (f(0) == 0): the operator's dense kernel on ``data``.
+    The result shares the input's index arrays (copy on write); an out= array of the same
+    storage type receives the values in its own buffer when that has the right size."""
     a = ins[0]
     assert isinstance(a, BaseSparseNDArray)
-    vals = a._values.reshape(-1)
-    mapped = invoke(op, [NDArray(vals, a.context)], raw)[0]._data if vals.size else \
-        np.zeros(0, out_t[0])
+    vals = NDArray(a._values.reshape(-1), a.context)
+    t = targets[0] if targets else None
+    if isinstance(t, BaseSparseNDArray) and t._values.shape == a._values.shape and \
+            t._values.flags.writeable and t._values.flags.c_contiguous:
+        if vals.size:
+            invoke(op, [vals], raw, out=NDArray(t._values.reshape(-1), a.context))
+        if t is not a:
+            aux = a._shared_aux()
+            t._indices = aux[0]
+            if isinstance(t, CSRNDArray):
+                t._indptr = aux[1]
+            t._aux_exposed = False
+        return [t]
+    mapped = invoke(op, [vals], raw)[0]._data if vals.size else np.zeros(0, out_t[0])
     mapped = mapped.reshape(a._values.shape)
-    if isinstance(a, CSRNDArray):
-        return [CSRNDArray(mapped, a._indices.copy(), a._indptr.copy(), a.shape, a.context)]
-    return [RowSparseNDArray(mapped, a._indices.copy(), a.shape, a.context)]
+    return [a._with(mapped, *a._shared_aux())]
 
 
 def _dense_result(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: Decision,
-                  out_s: list[Any], out_t: list[Any]) -> list[NDArray]:
+                  out_s: list[Any], out_t: list[Any],
+                  targets: list[NDArray] | None = None) -> list[NDArray]:
     """A dense result computed everywhere (e.g. csr + scalar): the dense kernel on the
     densified input, by design rather than by fallback (no warning)."""
     dense = [a if a.stype == "default" else NDArray(a.asnumpy(), a.context) for a in ins]
@@ -190,7 +217,8 @@ def _dense_result(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], de
 
 
 def _zeros_like(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: Decision,
-                out_s: list[Any], out_t: list[Any]) -> list[NDArray]:
+                out_s: list[Any], out_t: list[Any],
+                targets: list[NDArray] | None = None) -> list[NDArray]:
     from nnsym.ndarray.sparse import zeros
 
     return [zeros(ins[0].stype, ins[0].shape, ins[0].context, out_t[0])]
@@ -245,7 +273,8 @@ def _apply(op: OpDef, raw: dict[str, Any], *arrays: np.ndarray) -> np.ndarray:
 
 @register_ex("binary")
 def _binary(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: Decision,
-            out_s: list[Any], out_t: list[Any]) -> list[NDArray]:
+            out_s: list[Any], out_t: list[Any],
+            targets: list[NDArray] | None = None) -> list[NDArray]:
     a, b = ins
     out = dec.outs[0]
     ctx = a.context
@@ -350,12 +379,22 @@ def _gather_csr(a: CSRNDArray, r: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 @register_ex("dot")
 def _dot(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: Decision,
-         out_s: list[Any], out_t: list[Any]) -> list[NDArray]:
+         out_s: list[Any], out_t: list[Any],
+         targets: list[NDArray] | None = None) -> list[NDArray]:
     a, b = ins
     ctx = a.context
     k = _dot_kernels(a._values if isinstance(a, BaseSparseNDArray) else a._data,
                      b._values if isinstance(b, BaseSparseNDArray) else b._data)
     if k is not None:
+        t = targets[0] if targets else None
+        if (t is not None and type(t) is NDArray and isinstance(a, CSRNDArray)
+                and not p.transpose_a and type(b) is NDArray
+                and t._data.flags.c_contiguous and t._data.flags.writeable
+                and not np.may_share_memory(t._data, b._data)):
+            # csr . dense into a dense out= array: written in place
+            k.csr_dot_dense(a._values, a._indices, a._indptr, tuple(a.shape), b._data,
+                            out=t._data.reshape((a.shape[0], *b.shape[1:])))
+            return [t]
         return [_dot_kernel(k, p, a, b, tuple(out_s[0]))]
     if isinstance(a, CSRNDArray):
         m = a.asscipy()
@@ -395,7 +434,8 @@ def _dot_kernel(k: Any, p: Any, a: NDArray, b: NDArray, shape: tuple[int, ...]) 
 
 @register_ex("sum_csr")
 def _sum_csr(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: Decision,
-             out_s: list[Any], out_t: list[Any]) -> list[NDArray]:
+             out_s: list[Any], out_t: list[Any],
+             targets: list[NDArray] | None = None) -> list[NDArray]:
     a = ins[0]
     assert isinstance(a, CSRNDArray)
     axis = p.axis[0] % 2
@@ -409,7 +449,8 @@ def _sum_csr(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: De
 
 @register_ex("add_n_rsp")
 def _add_n_rsp(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: Decision,
-               out_s: list[Any], out_t: list[Any]) -> list[NDArray]:
+               out_s: list[Any], out_t: list[Any],
+               targets: list[NDArray] | None = None) -> list[NDArray]:
     arrs = [a for a in ins if isinstance(a, RowSparseNDArray)]
     k = _kernels(arrs[0].dtype)
     if k is not None and all(np.dtype(a.dtype) == np.dtype(out_t[0]) for a in arrs):

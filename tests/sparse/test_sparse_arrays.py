@@ -203,3 +203,52 @@ def test_scalar_arithmetic_storage_types():
         np.testing.assert_allclose(p.asnumpy(), dense + 1)
         z = nd.zeros_like(a)
         assert z.stype == s and z.nnz == 0
+
+
+def test_index_arrays_shared_copy_on_write():
+    """A value map's result and a copy share the index arrays until one of them hands its
+    indices out: then that one takes a private copy, and writes through it change only it."""
+    x = np.array([[0, 1.5, 0], [2.0, 0, -3.0]], np.float32)
+    a = nd.array(x).tostype("csr")
+    b = nd.sqrt(nd.abs(a))
+    c = a.copy()
+    assert b.stype == "csr" and b._indices is a._indices and c._indptr is a._indptr
+    ind = b.indices  # b takes a private copy
+    assert b._indices is not a._indices
+    ind[:] = 0  # MXNet lets users write index arrays; only b sees it
+    np.testing.assert_array_equal(a.indices.asnumpy(), [1, 0, 2])
+    np.testing.assert_array_equal(c.asnumpy(), x)
+    # a's indices are now exposed (a view is held): later results get copies
+    d = nd.square(a)
+    assert d._indices is not a._indices
+    np.testing.assert_array_equal(d.asnumpy(), x * x)
+
+
+def test_constructors_copy_caller_arrays():
+    data = np.array([1.0, 2.0], np.float32)
+    indices = np.array([0, 2], np.int64)
+    indptr = np.array([0, 1, 2], np.int64)
+    a = nd.sparse.csr_matrix((data, indices, indptr), shape=(2, 3))
+    r = nd.sparse.row_sparse_array((np.ones((2, 3), np.float32), indices), shape=(3, 3))
+    data[0], indices[0], indptr[1] = 9.0, 1, 0
+    np.testing.assert_array_equal(a.asnumpy(), [[1, 0, 0], [0, 0, 2]])
+    np.testing.assert_array_equal(r.asnumpy(), [[1, 1, 1], [0, 0, 0], [1, 1, 1]])
+    assert indices.flags.writeable  # nothing of the caller's is frozen
+
+
+def test_value_map_out_writes_into_the_target():
+    x = np.array([[0, 1.0, 0], [2.0, 0, -3.0]], np.float64)
+    a = nd.array(x).tostype("csr")
+    out = nd.array(np.array([[5.0, 0, 0], [0, 6.0, 7.0]])).tostype("csr")
+    buf = out._values
+    res = nd._contrib_quadratic(a, a=1.0, b=2.0, c=0.0, out=out)
+    assert res is out and out._values is buf  # same pattern size: written in place
+    np.testing.assert_array_equal(out.asnumpy(), x * x + 2 * x)
+    np.testing.assert_array_equal(out.indices.asnumpy(), [1, 0, 2])
+    # in place on the input itself
+    nd._contrib_quadratic(a, a=1.0, b=0.0, c=0.0, out=a)
+    np.testing.assert_array_equal(a.asnumpy(), x * x)
+    # a target whose nnz differs is reassigned
+    small = nd.sparse.zeros("csr", (2, 3), dtype="float64")
+    nd.sqrt(nd.abs(nd.array(x).tostype("csr")), out=small)
+    np.testing.assert_allclose(small.asnumpy(), np.sqrt(np.abs(x)))

@@ -90,6 +90,10 @@ def test_sparse_dot_products(backend, density, dtype):
     y = nd.dot(c, nd.array(w))
     assert y.stype == "default"
     np.testing.assert_allclose(y.asnumpy(), x @ w, rtol=tol, atol=tol)
+    o = nd.zeros((7, 3), dtype=dtype)
+    buf = o._data
+    assert nd.dot(c, nd.array(w), out=o) is o and o._data is buf
+    np.testing.assert_allclose(o.asnumpy(), x @ w, rtol=tol, atol=tol)
     g = nd.dot(c, nd.array(v), transpose_a=True)
     assert g.stype == "row_sparse"
     np.testing.assert_allclose(g.asnumpy(), x.T @ v, rtol=tol, atol=tol)
