@@ -328,13 +328,17 @@ def arange(start: float, stop: float | None = None, step: float = 1.0, repeat: i
 
 
 def invoke(op: OpDef | str, inputs: Sequence[NDArray], params: dict[str, Any],
-           out: NDArray | Sequence[NDArray] | None = None) -> list[NDArray]:
-    """Run an operator on NDArrays; returns its visible outputs."""
+           out: NDArray | Sequence[NDArray] | None = None, *,
+           storage_rules: bool = True) -> list[NDArray]:
+    """Run an operator on NDArrays; returns its visible outputs. Sparse inputs or outputs go
+    through storage-type dispatch (``storage_rules=False``: the dense kernel, for callers that
+    have dispatched already)."""
     if isinstance(op, str):
         op = get_op(op)
-    if any(type(a) is not NDArray for a in inputs) or (
+    if storage_rules and (any(type(a) is not NDArray for a in inputs) or (
             out is not None and any(type(t) is not NDArray
-                                    for t in ([out] if isinstance(out, NDArray) else out))):
+                                    for t in ([out] if isinstance(out, NDArray) else out)))
+            or (op.stype_rules and _sparse_from_dense(op, params, len(inputs)))):
         if all(isinstance(a, NDArray) for a in inputs):
             from nnsym.ndarray.sparse_ops import invoke_sparse
 
@@ -372,6 +376,19 @@ def invoke(op: OpDef | str, inputs: Sequence[NDArray], params: dict[str, Any],
             r.copyto(t)
         return targets
     return results
+
+
+def _sparse_from_dense(op: OpDef, params: dict[str, Any], n_in: int) -> bool:
+    """Whether the storage rules give dense inputs anything but the dense kernel (a sparse
+    output: Embedding's sparse_grad, cast_storage to csr)."""
+    from nnsym.ops.storage import infer_storage
+    from nnsym.types import DispatchMode, SType
+
+    if not any(all(s in (None, SType.DEFAULT) for s in r.ins) for r in op.stype_rules):
+        return False
+    p, _ = op.parse_params(params)
+    dec = infer_storage(op, p, (SType.DEFAULT,) * n_in)
+    return dec.dispatch != DispatchMode.FCOMPUTE or any(s != SType.DEFAULT for s in dec.outs)
 
 
 def _writes_directly(op: OpDef, call: Any, datas: list[np.ndarray],

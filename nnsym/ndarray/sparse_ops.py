@@ -151,7 +151,7 @@ def invoke_sparse(op: OpDef, inputs: Sequence[NDArray], params: dict[str, Any],
         if dec.dispatch == DispatchMode.FALLBACK:
             on_fallback(op, params, ins, dec.outs)
         dense = [a if a.stype == "default" else NDArray(a.asnumpy(), a.context) for a in inputs]
-        res = invoke(op, dense, params)
+        res = invoke(op, dense, params, storage_rules=False)
         res = [r if st == D else cast_storage(r, st.label) for r, st in zip(res, dec.outs)]
     if targets is None:
         return res
@@ -176,9 +176,10 @@ def _fits(targets: list[NDArray], dec: Decision, out_s: list[Any], out_t: list[A
 # An fcompute_ex implementation: (operator, parsed and raw parameters, inputs, the storage
 # decision, inferred output shapes and dtypes, out= arrays that fit the decision or None) ->
 # the outputs. It may write into the out= arrays and return them (then nothing is copied);
-# any other result is assigned to them.
+# any other result is assigned to them. In a bound graph an out= entry may be None: nothing
+# reads that output, and an implementation may skip it (returning None there).
 ExFn = Callable[[OpDef, Any, dict[str, Any], list[NDArray], Decision, list[Any], list[Any],
-                 list[NDArray] | None], list[NDArray]]
+                 Any], list[NDArray]]
 
 
 def _map_values(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: Decision,
@@ -194,7 +195,8 @@ def _map_values(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec:
     if isinstance(t, BaseSparseNDArray) and t._values.shape == a._values.shape and \
             t._values.flags.writeable and t._values.flags.c_contiguous:
         if vals.size:
-            invoke(op, [vals], raw, out=NDArray(t._values.reshape(-1), a.context))
+            invoke(op, [vals], raw, out=NDArray(t._values.reshape(-1), a.context),
+                   storage_rules=False)
         if t is not a:
             aux = a._shared_aux()
             t._indices = aux[0]
@@ -202,7 +204,8 @@ def _map_values(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec:
                 t._indptr = aux[1]
             t._aux_exposed = False
         return [t]
-    mapped = invoke(op, [vals], raw)[0]._data if vals.size else np.zeros(0, out_t[0])
+    mapped = invoke(op, [vals], raw, storage_rules=False)[0]._data if vals.size else \
+        np.zeros(0, out_t[0])
     mapped = mapped.reshape(a._values.shape)
     return [a._with(mapped, *a._shared_aux())]
 
@@ -213,7 +216,7 @@ def _dense_result(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], de
     """A dense result computed everywhere (e.g. csr + scalar): the dense kernel on the
     densified input, by design rather than by fallback (no warning)."""
     dense = [a if a.stype == "default" else NDArray(a.asnumpy(), a.context) for a in ins]
-    return invoke(op, dense, raw)
+    return invoke(op, dense, raw, storage_rules=False)
 
 
 def _zeros_like(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: Decision,
@@ -267,7 +270,8 @@ def _rows_of(a: RowSparseNDArray, ids: np.ndarray) -> np.ndarray:
 def _apply(op: OpDef, raw: dict[str, Any], *arrays: np.ndarray) -> np.ndarray:
     if arrays[0].size == 0:
         return np.zeros(arrays[0].shape, arrays[0].dtype)
-    res: np.ndarray = invoke(op, [NDArray(np.ascontiguousarray(x)) for x in arrays], raw)[0]._data
+    res: np.ndarray = invoke(op, [NDArray(np.ascontiguousarray(x)) for x in arrays], raw,
+                             storage_rules=False)[0]._data
     return res
 
 
@@ -461,3 +465,55 @@ def _add_n_rsp(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: 
     for a in arrs:
         vals[np.searchsorted(ids, a._indices)] += a._values
     return [RowSparseNDArray(vals, ids, arrs[0].shape, arrs[0].context)]
+
+
+@register_ex("embedding_grad_rsp")
+def _embedding_grad_rsp(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray],
+                        dec: Decision, out_s: list[Any], out_t: list[Any],
+                        targets: list[NDArray] | None = None) -> list[NDArray]:
+    """Embedding's row_sparse weight gradient: for each distinct row looked up (indices
+    truncated and clipped as the forward does), the sum of the output-gradient rows that looked
+    it up, in lookup order."""
+    g, data = _dense(ins[0])._data, _dense(ins[1])._data
+    d = int(p.output_dim)
+    idx = np.clip(np.trunc(data.reshape(-1)) if data.dtype.kind == "f" else data.reshape(-1),
+                  0, p.input_dim - 1).astype(np.int64)
+    rows = np.ascontiguousarray(g).reshape(-1, d)
+    order = np.argsort(idx, kind="stable")
+    sorted_idx = idx[order]
+    if sorted_idx.size:
+        starts = np.flatnonzero(np.r_[True, sorted_idx[1:] != sorted_idx[:-1]])
+        ids = sorted_idx[starts]
+        vals = np.add.reduceat(rows[order], starts, axis=0).astype(out_t[0], copy=False)
+    else:
+        ids = np.zeros(0, np.int64)
+        vals = np.zeros((0, d), out_t[0])
+    return [RowSparseNDArray(np.ascontiguousarray(vals), ids, tuple(out_s[0]), ins[0].context)]
+
+
+@register_ex("backward_dot_csr")
+def _backward_dot_csr(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: Decision,
+                      out_s: list[Any], out_t: list[Any],
+                      targets: list[NDArray] | None = None) -> list[NDArray]:
+    """Gradients of ``dot(csr, W)``: lhs_grad = ograd . W^T (dense; skipped when an executor
+    says nothing reads it: its target is None), rhs_grad = csr^T . ograd (row_sparse)."""
+    ograd, lhs, rhs = ins
+    assert isinstance(lhs, CSRNDArray)
+    ctx = ograd.context
+    g = _dense(ograd)._data
+    res: list[Any] = [None, None]
+    if targets is None or targets[0] is not None:
+        w = _dense(rhs)._data
+        res[0] = NDArray(np.ascontiguousarray(
+            (g.reshape(g.shape[0], -1) @ w.reshape(w.shape[0], -1).T).astype(out_t[0],
+                                                                              copy=False)), ctx)
+    k = _dot_kernels(lhs._values, g)
+    if k is not None:
+        v, ix = k.csr_t_dot_dense(lhs._values, lhs._indices, lhs._indptr, tuple(lhs.shape), g)
+    else:
+        full = np.asarray(lhs.asscipy().T @ g.reshape(g.shape[0], -1), dtype=out_t[1])
+        ix = np.unique(lhs._indices).astype(np.int64)
+        v = np.ascontiguousarray(full[ix])
+    res[1] = RowSparseNDArray(np.ascontiguousarray(v).reshape((ix.size, *out_s[1][1:])), ix,
+                              tuple(out_s[1]), ctx)
+    return res

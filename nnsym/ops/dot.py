@@ -199,6 +199,7 @@ def dot_gradient(name: str, dims: Any) -> Any:
             infer_shape=lambda p, ins, outs: (list(ins), [ins[1] or outs[0], ins[2] or outs[1]]),
             infer_type=same_dtype,
             kernels={DENSE: Kernel(dot_backward_lowering(dims))},
+            stype_rules=BACKWARD_DOT_STYPE_RULES if name == "dot" else (),
             differentiable=False,
             doc=f"Gradient of {name}: two GEMMs.",
         )
@@ -224,6 +225,21 @@ DOT_STYPE_RULES = (
     StypeRule((_D, _C), (_C,), _EX, when=lambda p: not p.transpose_a and not p.transpose_b,
               compute="dot"),
     StypeRule((_D, _C), (_C,), DispatchMode.FALLBACK),
+)
+
+# _backward_dot (ograd, lhs, rhs) -> (lhs_grad, rhs_grad), MXNET-FACTS 4.6: a csr lhs without
+# transposes gives a row_sparse rhs gradient (csr.T . ograd, the rows of the columns the batch
+# touches) and a dense lhs gradient; the other csr cases have dense gradients, computed by the
+# dense kernel on densified operands by design (MXNet's Ex kernels, no fallback warning).
+BACKWARD_DOT_STYPE_RULES = (
+    StypeRule((_D, _C, _D), (_D, _R), _EX, when=lambda p: not p.transpose_a and not p.transpose_b,
+              compute="backward_dot_csr"),
+    StypeRule((_D, _C, _R), (_D, _R), _EX, when=lambda p: not p.transpose_a and not p.transpose_b,
+              compute="backward_dot_csr"),
+    StypeRule((_D, _C, _D), (_D, _D), _EX, when=lambda p: p.transpose_a and not p.transpose_b,
+              compute="dense_result"),
+    StypeRule((_D, _D, _C), (_D, _D), _EX, when=lambda p: not p.transpose_a and not p.transpose_b,
+              compute="dense_result"),
 )
 
 DOT = register(

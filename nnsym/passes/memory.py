@@ -29,6 +29,7 @@ from nnsym.graph import IndexedGraph
 
 VARIABLE = -1
 EXTERNAL = -2
+SPARSE = -3  # csr / row_sparse entries: data-dependent sizes, held by the executor's arrays
 MATCH_RANGE = 16  # a free block is reused for requests between 1/16 and 16 times its size
 
 
@@ -91,9 +92,11 @@ def entry_readers(idx: IndexedGraph) -> list[int]:
 
 
 def plan_memory(idx: IndexedGraph, shapes: Sequence[tuple[int, ...]], dtypes: Sequence[np.dtype],
-                external: set[int], views: Mapping[int, Mapping[int, int]]) -> MemoryPlan:
+                external: set[int], views: Mapping[int, Mapping[int, int]],
+                sparse: frozenset[int] = frozenset()) -> MemoryPlan:
     """Storage ids for every entry of ``idx``. ``external``: entries written into the caller's
-    arrays; ``views``: per node id, {output index: input index} of outputs that are views."""
+    arrays; ``views``: per node id, {output index: input index} of outputs that are views;
+    ``sparse``: csr / row_sparse entries, which take no block (``SPARSE``)."""
     n = idx.num_entries
     readers = entry_readers(idx)
 
@@ -123,6 +126,9 @@ def plan_memory(idx: IndexedGraph, shapes: Sequence[tuple[int, ...]], dtypes: Se
         for oi, o in enumerate(outs):
             if o in external and oi not in done:
                 sid[o] = EXTERNAL
+                done.add(oi)
+            elif o in sparse and oi not in done:
+                sid[o] = SPARSE
                 done.add(oi)
         taken: set[int] = set()
         for ii, oi in op.inplace:

@@ -4,12 +4,18 @@ plan's total (MXNet's ``Total N MB allocated`` line, plus the exact byte count).
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 
 from nnsym.graph import IndexedGraph
 from nnsym.passes.memory import MemoryPlan
+from nnsym.types import DispatchMode, SType
 
 
-def debug_str(idx: IndexedGraph, plan: MemoryPlan) -> str:
+def debug_str(idx: IndexedGraph, plan: MemoryPlan, stypes: Sequence[SType] | None = None,
+              modes: Sequence[DispatchMode | None] | None = None) -> str:
+    """MXNet's layout; nodes with sparse storage or a dispatch other than the dense kernel add a
+    ``Storage:`` block (inputs' and outputs' storage types, dispatch mode), which MXNet's
+    printout lacks."""
     lines = ["Symbol Outputs:"]
     for i, eid in enumerate(idx.outputs):
         nid = _node_of(idx, eid)
@@ -36,6 +42,17 @@ def debug_str(idx: IndexedGraph, plan: MemoryPlan) -> str:
         if attrs:
             lines.append("Attrs:")
             lines.extend(f"\t{k}={attrs[k]}" for k in sorted(attrs))
+        nid = idx.node_id(node)
+        if stypes is not None and modes is not None:
+            ins = [stypes[idx.entry_id(e)] for e in node.inputs]
+            outs = [stypes[o] for o in idx.output_entries(nid)]
+            if modes[nid] != DispatchMode.FCOMPUTE or any(
+                    s != SType.DEFAULT for s in ins + outs):
+                mode = modes[nid]
+                lines.append("Storage:")
+                lines.append(f"\tinputs=[{', '.join(s.label for s in ins)}]")
+                lines.append(f"\toutputs=[{', '.join(s.label for s in outs)}]")
+                lines.append(f"\tdispatch={mode.value if mode is not None else '?'}")
         if node.control_deps:
             lines.append("Control deps:")
             lines.extend(f"\tcdep[{k}]={d.name}" for k, d in enumerate(node.control_deps))

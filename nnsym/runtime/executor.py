@@ -22,14 +22,16 @@ from nnsym.context import Context, cpu
 from nnsym.errors import NNSymError, ShapeError
 from nnsym.graph import Entry, Graph, GraphAttrs, Node, dfs_post_order, variable
 from nnsym.ndarray.ndarray import NDArray
+from nnsym.ndarray.sparse import _assign
 from nnsym.ops.nn.dropout import next_seed
 from nnsym.ops.registry import DENSE, get_op
 from nnsym.passes.gradient import gradient
 from nnsym.passes.infer import infer_shape, infer_type
 from nnsym.passes.manager import run_passes
 from nnsym.passes.memory import MemoryPlan, entry_readers, plan_memory
+from nnsym.passes.stype import infer_storage_type
 from nnsym.runtime.imperative import NoKernelError
-from nnsym.types import shape_str
+from nnsym.types import DispatchMode, SType, shape_str
 
 GRAD_REQS = ("null", "write", "add")
 FFI = compiler.FFI
@@ -80,8 +82,12 @@ class Executor:
 
     def __init__(self, symbol: Any, ctx: Context | None, args: Any, args_grad: Any = None,
                  grad_req: Any = "write", aux_states: Any = None,
-                 shared_pools: list[np.ndarray] | None = None):
+                 shared_pools: list[np.ndarray] | None = None,
+                 infer_grad_stypes: frozenset[str] = frozenset()):
+        """``infer_grad_stypes``: names of arguments whose gradient arrays the executor may
+        replace by zeros of the inferred gradient storage type (simple_bind's own arrays)."""
         self._symbol = symbol
+        self._infer_grad_stypes = infer_grad_stypes
         self._ctx = ctx or cpu()
         if self._ctx.device_type != "cpu":
             raise NNSymError("only cpu contexts can be bound here (the CUDA backend comes later)")
@@ -171,16 +177,55 @@ class Executor:
         dtypes = [np.dtype(t) for t in g.attrs.dtype]
         self._shapes, self._dtypes = shapes, dtypes
 
+        # Storage types and dispatch modes, seeded by the bound arrays' storage types. Nodes
+        # with a sparse input or output, or not dispatched to the dense kernel, run as Python
+        # steps between the packed kernel lists (``_sparse_step``); a dense graph has none.
+        st_seed: list[SType | None] = [None] * n
+        for nid in idx.input_nodes:
+            node = idx.nodes[nid]
+            if id(node) in var_ids:
+                st_seed[idx.row_ptr[nid]] = SType.parse(var_ids[id(node)].stype)
+        sg = run_passes(Graph(g.outputs, GraphAttrs(stype=tuple(st_seed))), [infer_storage_type])
+        assert sg.attrs.stype is not None and sg.attrs.dispatch is not None
+        stypes = [st or SType.DEFAULT for st in sg.attrs.stype]
+        modes = list(sg.attrs.dispatch)
+        sparse_eids = frozenset(e for e in range(n) if stypes[e] != SType.DEFAULT)
+        py_nodes = {
+            nid for nid, node in enumerate(idx.nodes) if node.op is not None and (
+                modes[nid] != DispatchMode.FCOMPUTE
+                or any(e in sparse_eids for e in idx.input_entries[nid])
+                or any(e in sparse_eids for e in idx.output_entries(nid)))
+        }
+        self._stypes, self._modes = stypes, modes
+
         # Write modes: gradient outputs take the user's request, everything else writes.
         grad_eids = [idx.entry_id(e) for e in grads]
         user_req = [r for r in self._reqs if r != "null"]
         external = dict(zip(grad_eids, user_req))
         fwd_nodes = {id(nd) for nd in dfs_post_order(outputs)}
+        producer = {o: nid for nid in range(idx.num_nodes) for o in idx.output_entries(nid)}
+        arg_pos = [k for k, r in enumerate(self._reqs) if r != "null"]
+        for eid, k in zip(grad_eids, arg_pos):
+            gnd = self.grad_arrays[k]
+            assert gnd is not None
+            names = sym.list_arguments()
+            if gnd.stype != stypes[eid].label and names[k] in self._infer_grad_stypes:
+                self.grad_arrays[k] = gnd = _zeros(stypes[eid], shapes[eid], dtypes[eid],
+                                                   self._ctx)
+        # Gradient arrays a kernel cannot write (a sparse array for a dense entry) receive a
+        # planned entry's value after its node ran: a delivery step.
+        deliver: dict[int, tuple[NDArray, str]] = {}
+        for eid, k in zip(grad_eids, arg_pos):
+            gnd = self.grad_arrays[k]
+            assert gnd is not None
+            if producer[eid] not in py_nodes and gnd.stype != "default":
+                deliver[eid] = (gnd, external.pop(eid))
 
         # Outputs nobody reads get 'null' (MXNet's kNullOp): backward nodes skip computing
         # them (the data gradient of a first layer); a node none of whose outputs is read
         # does not run at all.
         readers = entry_readers(idx)
+        py_reqs: dict[int, tuple[str, ...]] = {}
         lowered: dict[int, tuple[KernelCall, Lowered]] = {}
         train_lowered: dict[int, Lowered] = {}  # training forms of train-mode operators
         views: dict[int, dict[int, int]] = {}
@@ -193,8 +238,12 @@ class Executor:
                                     "kernel")
             ins = idx.input_entries[nid]
             outs = list(idx.output_entries(nid))
-            reqs = tuple(external.get(o, "write" if readers[o] else "null") for o in outs)
+            reqs = tuple(external.get(o, "write" if readers[o] or o in deliver else "null")
+                         for o in outs)
             if all(r == "null" for r in reqs):
+                continue
+            if nid in py_nodes:
+                py_reqs[nid] = reqs
                 continue
             req = reqs[0] if len(set(reqs)) == 1 else "write"
             call = KernelCall(node.params, tuple(shapes[e] for e in ins),
@@ -207,17 +256,17 @@ class Executor:
                 train_lowered[nid] = kernel.lower(dataclasses.replace(call, is_train=True))
             if low.views:
                 views[nid] = dict(low.views)
-        self._plan = plan_memory(idx, shapes, dtypes, set(external), views)
+        self._plan = plan_memory(idx, shapes, dtypes, set(external), views, sparse_eids)
         self._graph = Graph(g.outputs, GraphAttrs(
-            shape=tuple(shapes), dtype=tuple(dtypes), storage_id=self._plan.storage_id,
-            inplace=self._plan.inplace))
+            shape=tuple(shapes), dtype=tuple(dtypes), stype=tuple(stypes), dispatch=tuple(modes),
+            storage_id=self._plan.storage_id, inplace=self._plan.inplace))
 
         # Arrays: the caller's for variables and gradient outputs, pool views for the rest.
         arrays: list[np.ndarray | None] = [None] * n
         for nid in idx.input_nodes:
             node = idx.nodes[nid]
             eid = idx.row_ptr[nid]
-            if id(node) in var_ids:
+            if id(node) in var_ids and stypes[eid] == SType.DEFAULT:
                 arrays[eid] = var_ids[id(node)]._data
         self._head_arrays: list[NDArray | None] = []  # None: a loss output, or no gradient
         in_graph = {id(nd) for nd in idx.nodes}
@@ -239,7 +288,8 @@ class Executor:
                     f"{np.dtype(gnd.dtype).name}; the argument needs {shapes[eid]} "
                     f"{dtypes[eid].name}"
                 )
-            arrays[eid] = gnd._data
+            if eid in external and gnd.stype == "default":
+                arrays[eid] = gnd._data
         self._pools = _pools(self._plan.block_bytes, shared_pools)
         for nid, node in enumerate(idx.nodes):
             if node.op is None:
@@ -285,27 +335,77 @@ class Executor:
                     self._seeds.append((fa, ln.seed_slot))
                 target.append((fn, p, ia, fa))
 
-        bwd_calls: list[tuple[Any, Any, Any, Any]] = []
-        infer_list: list[tuple[Any, Any, Any, Any]] = []
-        train_list: list[tuple[Any, Any, Any, Any]] = []
-        bwd_train: list[tuple[Any, Any, Any, Any]] = []
-        for nid, (_, low) in lowered.items():
-            forward = id(idx.nodes[nid]) in fwd_nodes
-            mine: list[tuple[Any, Any, Any, Any]] = []
-            prebind(nid, low, mine)
+        # NDArrays of the entries the Python steps read and write: the caller's arrays for
+        # variables, a persistent sparse array per sparse entry (its contents replaced each
+        # run), views of the planned arrays for dense entries.
+        objs: dict[int, NDArray] = {}
+        for nid in idx.input_nodes:
+            node = idx.nodes[nid]
+            if id(node) in var_ids:
+                objs[idx.row_ptr[nid]] = var_ids[id(node)]
+        for eid, k in zip(grad_eids, arg_pos):
+            if eid not in deliver and producer[eid] in py_nodes:
+                gnd = self.grad_arrays[k]
+                assert gnd is not None
+                objs[eid] = gnd
+
+        def obj(e: int) -> NDArray:
+            if e not in objs:
+                if stypes[e] != SType.DEFAULT:
+                    objs[e] = _zeros(stypes[e], shapes[e], dtypes[e], self._ctx)
+                else:
+                    planned = arrays[e]
+                    assert planned is not None, f"entry {e} has no array"
+                    objs[e] = NDArray(planned, self._ctx)
+            return objs[e]
+
+        # items: prebound kernel calls (fn, p, ia, fa) or Python steps (callables)
+        bwd_calls: list[Any] = []
+        infer_list: list[Any] = []
+        train_list: list[Any] = []
+        bwd_train: list[Any] = []
+        for nid, node in enumerate(idx.nodes):
+            forward = id(node) in fwd_nodes
+            mine: list[Any] = []
+            if nid in lowered:
+                prebind(nid, lowered[nid][1], mine)
+            elif nid in py_reqs:
+                assert node.op is not None
+                if node.op.train_mode or node.op.num_visible(node.params) != \
+                        node.op.num_outputs(node.params):
+                    raise NNSymError(
+                        f"node {node.name!r} ({node.op.name}): storage types "
+                        f"{[stypes[e].label for e in idx.input_entries[nid]]} need the "
+                        "storage-type dispatch, which bound graphs do not support for "
+                        "operators with hidden outputs or a training mode")
+                mine.append(_sparse_step(
+                    node, [obj(e) for e in idx.input_entries[nid]],
+                    [obj(o) for o in idx.output_entries(nid)], py_reqs[nid],
+                    [shapes[o] for o in idx.output_entries(nid)],
+                    [dtypes[o] for o in idx.output_entries(nid)],
+                    tuple(stypes[e] for e in idx.input_entries[nid])))
+            else:
+                continue
+            for o in idx.output_entries(nid):
+                if o in deliver:
+                    planned = arrays[o]
+                    assert planned is not None
+                    mine.append(_delivery(NDArray(planned, self._ctx), *deliver[o]))
             (infer_list if forward else bwd_calls).extend(mine)
             if nid in train_lowered:
                 prebind(nid, train_lowered[nid], train_list if forward else bwd_train)
             else:
                 (train_list if forward else bwd_train).extend(mine)
-        # Each list as arrays for one foreign call that runs them all (nnsym_run_list); the
-        # backward lists differ where a backward operator has a training form (BatchNorm's).
+        # Runs of kernel calls as arrays for one foreign call each (nnsym_run_list), Python
+        # steps between them; a dense graph is one run. The backward lists differ where a
+        # backward operator has a training form (BatchNorm's).
         self._run = compiler.runner()
-        self._packed = {name: _pack(calls) for name, calls in (
+        self._packed = {name: _segments(calls) for name, calls in (
             ("infer", infer_list), ("train", train_list), ("bwd", bwd_calls),
             ("bwd_train", bwd_train))}
         self._last_train = False
-        self.outputs = [NDArray(arrays[e], self._ctx) for e in idx.outputs[: len(outputs)]]  # type: ignore[arg-type]
+        self.outputs = [obj(e) if stypes[e] != SType.DEFAULT else NDArray(arrays[e], self._ctx)  # type: ignore[arg-type]
+                        for e in idx.outputs[: len(outputs)]]
 
     def _own_gradient_entries(self, grads: list[Entry]) -> list[Entry]:
         """Each gradient output must be a node output this executor can write into the caller's
@@ -335,17 +435,27 @@ class Executor:
                 if k not in names:
                     raise TypeError(f"Unknown argument {k!r}; arguments: {names}")
                 dst = self.arg_arrays[names.index(k)]
-                src = v._data if isinstance(v, NDArray) else np.asarray(v)
-                if tuple(src.shape) != tuple(dst.shape):
+                if tuple(v.shape) != tuple(dst.shape):
                     raise ShapeError(f"Shape not match! Argument {k}, need: {dst.shape}, "
-                                     f"received: {tuple(src.shape)}")
-                dst._data[...] = src
+                                     f"received: {tuple(v.shape)}")
+                if dst.stype != "default" or (isinstance(v, NDArray) and v.stype != "default"):
+                    _assign(dst, v if isinstance(v, NDArray) else NDArray(np.asarray(v)))
+                else:
+                    dst._data[...] = v._data if isinstance(v, NDArray) else np.asarray(v)
         self._last_train = is_train
         if is_train:
             for fa, slot in self._seeds:
                 fa[slot] = float(next_seed())
-        self._run(*self._packed["train" if is_train else "infer"])
+        self._exec(self._packed["train" if is_train else "infer"])
         return list(self.outputs)
+
+    def _exec(self, segments: list[Any]) -> None:
+        run = self._run
+        for seg in segments:
+            if type(seg) is tuple:
+                run(*seg)
+            else:
+                seg()
 
     def backward(self, out_grads: Any = None, is_train: bool = True) -> None:
         """Run backward: gradients written into (or, for grad_req 'add', added to) grad_arrays.
@@ -373,7 +483,7 @@ class Executor:
                 raise ShapeError(f"head gradient for {names[k]!r} has shape {tuple(src.shape)}, "
                                  f"the output has {h.shape}")
             h._data[...] = src
-        self._run(*self._packed["bwd_train" if self._last_train else "bwd"])
+        self._exec(self._packed["bwd_train" if self._last_train else "bwd"])
 
     def reshape(self, partial_shaping: bool = False, allow_up_sizing: bool = False,
                 **kwargs: Any) -> Executor:
@@ -396,6 +506,9 @@ class Executor:
         def fit(name: str, old: NDArray | None, shape: tuple[int, ...], given: bool) -> Any:
             if old is None or tuple(old.shape) == shape:
                 return old
+            if old.stype != "default":
+                raise BindError(f"reshape: {name!r} is a {old.stype} array; sparse arguments "
+                                "and gradients keep their shape")
             if not given and not partial_shaping:
                 raise BindError(
                     f"Shape of unspecified arg: {name} changed ({old.shape} -> {shape}); give its "
@@ -418,7 +531,8 @@ class Executor:
                  for n, g, sh in zip(names, self.grad_arrays, arg_s)]
         aux = [fit(n, a, tuple(int(d) for d in sh), True)
                for n, a, sh in zip(aux_names, self.aux_arrays, aux_s)]
-        return Executor(sym, self._ctx, args, grads, self._reqs, aux)
+        return Executor(sym, self._ctx, args, grads, self._reqs, aux,
+                        infer_grad_stypes=self._infer_grad_stypes)
 
     # ------------------------------------------------------------------ views of the state
     @property
@@ -453,7 +567,108 @@ class Executor:
         """The bound graph (forward and backward) in MXNet's layout, then the planned total."""
         from nnsym.runtime.debug import debug_str
 
-        return debug_str(self._idx, self._plan)
+        return debug_str(self._idx, self._plan, self._stypes, self._modes)
+
+
+def _segments(items: Sequence[Any]) -> list[Any]:
+    """Consecutive kernel calls packed for nnsym_run_list (a tuple each), Python steps as they
+    are; an empty list stays one empty run (nothing to do, as before)."""
+    out: list[Any] = []
+    run: list[tuple[Any, Any, Any, Any]] = []
+    for it in items:
+        if callable(it):
+            if run:
+                out.append(_pack(run))
+                run = []
+            out.append(it)
+        else:
+            run.append(it)
+    if run or not out:
+        out.append(_pack(run))
+    return out
+
+
+def _zeros(st: SType, shape: tuple[int, ...], dtype: np.dtype, ctx: Context) -> NDArray:
+    if st == SType.DEFAULT:
+        return NDArray(np.zeros(shape, dtype), ctx)
+    from nnsym.ndarray.sparse import zeros
+
+    return zeros(st.label, shape, ctx, dtype)
+
+
+def _store(target: NDArray, value: NDArray, req: str) -> None:
+    """``target`` receives ``value`` (write) or ``target + value`` (add), keeping its storage
+    type; a sparse value of the target's type is taken over without a copy (it is a fresh
+    result no one else holds)."""
+    from nnsym.ndarray.ndarray import invoke
+    from nnsym.ndarray.sparse import BaseSparseNDArray, CSRNDArray
+
+    if req == "add":
+        if type(target) is NDArray and type(value) is NDArray:
+            target._data += value._data
+            return
+        value = invoke("elemwise_add", [target, value], {})[0]
+    if (isinstance(target, BaseSparseNDArray) and type(value) is type(target)
+            and value._dt == target._dt):
+        assert isinstance(value, BaseSparseNDArray)
+        aux = value._shared_aux()
+        target._values, target._indices = value._values, aux[0]
+        if isinstance(target, CSRNDArray):
+            target._indptr = aux[1]
+        target._aux_exposed = False
+        return
+    _assign(target, value)
+
+
+def _sparse_step(node: Node, ins: list[NDArray], outs: list[NDArray], reqs: tuple[str, ...],
+                 out_shapes: list[tuple[int, ...]], out_dtypes: list[np.dtype],
+                 in_stypes: tuple[SType, ...]) -> Any:
+    """One node with sparse storage as a Python step: the decision of the storage pass
+    (fcompute_ex implementation, or the dense kernel on densified inputs with the outputs cast
+    to their storage types), results stored into the entries' arrays by write mode."""
+    from nnsym.ndarray.ndarray import invoke
+    from nnsym.ndarray.sparse import cast_storage
+    from nnsym.ndarray.sparse_ops import EX
+    from nnsym.ops.storage import infer_storage, on_fallback
+
+    op, p = node.op, node.params
+    assert op is not None
+    raw = p.to_attrs()
+    dec = infer_storage(op, p, in_stypes)
+    if dec.dispatch == DispatchMode.FALLBACK:
+        on_fallback(op, raw, in_stypes, dec.outs)  # once, at bind time (MXNet warns in the pass)
+    needed = [r != "null" for r in reqs]
+    # out= targets for the implementation: where it may write directly (write mode, the
+    # decided storage type); None for outputs nobody reads. Any other needed output makes the
+    # implementation compute everything into fresh arrays.
+    direct = [o if r == "write" and o.stype == st.label else None
+              for o, r, st in zip(outs, reqs, dec.outs)]
+    targets = direct if all(d is not None or not k for d, k in zip(direct, needed)) else None
+    ex = EX[dec.compute] if dec.dispatch == DispatchMode.FCOMPUTE_EX and dec.compute else None
+    shapes, dtypes = list(out_shapes), list(out_dtypes)
+
+    def step() -> None:
+        if ex is not None:
+            res = ex(op, p, raw, ins, dec, shapes, dtypes, targets)
+        else:
+            dense = [a if a.stype == "default" else NDArray(a.asnumpy(), a.context) for a in ins]
+            res = invoke(op, dense, raw, storage_rules=False)
+            res = [r if st == SType.DEFAULT else cast_storage(r, st.label)
+                   for r, st in zip(res, dec.outs)]
+        for t, r, req in zip(outs, res, reqs):
+            if req != "null" and r is not t:
+                _store(t, r, req)
+
+    return step
+
+
+def _delivery(src: NDArray, target: NDArray, req: str) -> Any:
+    """A step that stores a planned (dense) gradient into the caller's sparse gradient array."""
+
+    def step() -> None:
+        _store(target, src, req)
+
+    return step
 
 
 def _pack(calls: Sequence[tuple[Any, Any, Any, Any]]) -> tuple[Any, ...]:

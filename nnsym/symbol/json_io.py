@@ -134,10 +134,12 @@ def _inferred_attrs(g: Graph) -> list[dict[str, str]]:
 
 
 def infer_for_dump(sym: Symbol, shapes: Mapping[str, Any]) -> Graph:
-    """Shape and dtype inference for a dump: input shapes by name, dtypes by ``type_dict``
-    (without one, inputs lacking ``__dtype__`` are float32, as in MXNet's simple_bind)."""
+    """Shape, dtype and storage-type inference for a dump: input shapes by name, dtypes by
+    ``type_dict`` (without one, inputs lacking ``__dtype__`` are float32, as in MXNet's
+    simple_bind), storage types from ``__storage_type__`` attributes (else default)."""
     from nnsym.passes.infer import infer_shape, infer_type
     from nnsym.passes.manager import run_passes
+    from nnsym.passes.stype import infer_storage_type
     from nnsym.types import dtype_of
 
     kw = dict(shapes)
@@ -155,7 +157,7 @@ def infer_for_dump(sym: Symbol, shapes: Mapping[str, Any]) -> Graph:
             if "__dtype__" not in idx.nodes[nid].attrs:
                 type_seed[idx.row_ptr[nid]] = np.dtype(np.float32)
     g = sym.graph(shape=tuple(shape_seed), dtype=tuple(type_seed))
-    return run_passes(g, [infer_shape, infer_type])
+    return run_passes(g, [infer_shape, infer_type, infer_storage_type])
 
 
 def _shape_arg(v: Any) -> Any:

@@ -435,11 +435,18 @@ class Symbol:
         and the internal memory pool is shared with it (the two must not run at the same
         time). ``shared_buffer`` (name -> NDArray): every other argument (and ``"grad of " +
         name``) is a view of the buffer's array when that is large enough and of the same
-        dtype; otherwise a new array is made and put in the buffer (MXNet's bucketing)."""
+        dtype; otherwise a new array is made and put in the buffer (MXNet's bucketing).
+
+        ``stype_dict`` (name -> "default" / "row_sparse" / "csr"): storage types of arguments
+        (else their ``__storage_type__`` attribute, else default); they are allocated as empty
+        sparse arrays. Gradient arrays take the storage types the operators' backward rules
+        give (a row_sparse weight gradient through ``dot(csr, weight)`` or
+        ``Embedding(sparse_grad=True)``)."""
         from nnsym.ndarray.ndarray import NDArray, zeros
+        from nnsym.ndarray.sparse import zeros as sparse_zeros
         from nnsym.runtime.executor import BindError, Executor, _reqs
 
-        _unsupported(stype_dict=stype_dict, group2ctx=group2ctx)
+        _unsupported(group2ctx=group2ctx)
         arg_s, _, aux_s = self._infer("shape", (), kwargs)
         names = self.list_arguments()
         aux_names = self.list_auxiliary_states()
@@ -479,8 +486,10 @@ class Symbol:
 
         shapes = _mx_shapes(arg_s)
         dtypes = [np.dtype(t or f32) for t in arg_t]
+        arg_st = self._arg_stypes(stype_dict)
         args = [from_exec(f"argument {n!r}", shared_exec.arg_dict.get(n), s, t) if n in shared
-                else take(n, s, t) for n, s, t in zip(names, shapes, dtypes)]
+                else take(n, s, t) if st == "default" else sparse_zeros(st, s, ctx, t)
+                for n, s, t, st in zip(names, shapes, dtypes, arg_st)]
         if shared_exec is not None:
             aux = [from_exec(f"auxiliary state {n!r}", shared_exec.aux_dict.get(n), s,
                              np.dtype(t or f32))
@@ -493,7 +502,34 @@ class Symbol:
                  if n in shared else take("grad of " + n, s, t)
                  for n, r, s, t in zip(names, reqs, shapes, dtypes)]
         return Executor(self, ctx, args, grads, reqs, aux,
-                        shared_pools=None if shared_exec is None else shared_exec._pools)
+                        shared_pools=None if shared_exec is None else shared_exec._pools,
+                        infer_grad_stypes=frozenset(n for n in names if n not in shared
+                                                    and shared_buffer is None))
+
+    def _arg_stypes(self, stype_dict: Any) -> list[str]:
+        """Storage types of the arguments: ``stype_dict``, else ``__storage_type__``, else
+        default."""
+        from nnsym.runtime.executor import BindError
+
+        names = self.list_arguments()
+        given = dict(stype_dict or {})
+        unknown = set(given) - set(names)
+        if unknown:
+            raise BindError(f"stype_dict: unknown argument(s) {sorted(unknown)}; arguments: "
+                            f"{names}")
+        idx = self.index
+        attr = {idx.nodes[nid].name: idx.nodes[nid].attrs.get("__storage_type__")
+                for nid in idx.input_nodes}
+        out = []
+        for n in names:
+            v = given.get(n, attr.get(n))
+            try:
+                st = SType.parse(int(v) if isinstance(v, str) and v.lstrip("-").isdigit()
+                                 else v) if v is not None else SType.DEFAULT
+            except ValueError as e:
+                raise BindError(f"storage type of {n!r}: {e}") from None
+            out.append(st.label)
+        return out
 
     def eval(self, ctx: Any = None, **kwargs: Any) -> list[Any]:
         """Bind the given arrays (no gradients) and run forward once."""

@@ -210,8 +210,12 @@ def test_bad_input_is_reported_clearly():
         t.bind(None, {"x": nd.ones(3)}, args_grad={"x": nd.ones(4)})
     with pytest.raises(OperatorParamError, match="ord"):
         sym.norm(x, ord=3).simple_bind(x=(3,))
-    with pytest.raises(NNSymError, match="not supported"):
+    with pytest.raises(NNSymError, match="csr array is 2-D"):
         t.simple_bind(x=(3,), stype_dict={"x": "csr"})
+    with pytest.raises(BindError, match="unknown argument"):
+        t.simple_bind(x=(3,), stype_dict={"y": "csr"})
+    with pytest.raises(BindError, match="storage type of 'x'"):
+        t.simple_bind(x=(3,), stype_dict={"x": "sparse"})
     with pytest.raises(ShapeError, match="cannot decide"):
         net.simple_bind()
 

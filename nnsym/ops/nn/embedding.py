@@ -9,7 +9,8 @@ import numpy as np
 from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.grad import node_gradient
 from nnsym.ops.params import Params, field
-from nnsym.ops.registry import DENSE, Example, Kernel, OpDef, RuleError, register
+from nnsym.ops.registry import DENSE, Example, Kernel, OpDef, RuleError, StypeRule, register
+from nnsym.types import DispatchMode, SType
 
 # MXNet also accepts bfloat16, which numpy (and so nnsym) has no dtype for.
 EMBEDDING_DTYPES = ("float16", "float32", "float64", "int32", "int64", "int8", "uint8")
@@ -92,9 +93,15 @@ BACKWARD_EMBEDDING = register(
         infer_shape=lambda p, ins, outs: (list(ins), [(p.input_dim, p.output_dim)]),
         infer_type=lambda p, ins, outs: (list(ins), [ins[0] or outs[0]]),
         kernels={DENSE: Kernel(embedding_backward_lowering)},
+        # sparse_grad: a row_sparse gradient holding only the rows looked up (MXNET-FACTS 4.6)
+        stype_rules=(
+            StypeRule((SType.DEFAULT, SType.DEFAULT), (SType.ROW_SPARSE,),
+                      DispatchMode.FCOMPUTE_EX, when=lambda p: p.sparse_grad,
+                      compute="embedding_grad_rsp"),
+        ),
         differentiable=False,
         doc="Gradient of Embedding's weight: output-gradient rows summed into the rows looked "
-        "up (dense; a row_sparse gradient comes with the sparse runtime).",
+        "up (row_sparse with sparse_grad=True: only those rows are stored).",
     )
 )
 
@@ -113,6 +120,11 @@ EMBEDDING = register(
         reference=embedding_reference,
         kernels={DENSE: Kernel(embedding_lowering)},
         grad=embedding_grad,
+        # a row_sparse weight is looked up directly (its absent rows are zeros)
+        stype_rules=(
+            StypeRule((SType.DEFAULT, SType.ROW_SPARSE), (SType.DEFAULT,),
+                      DispatchMode.FCOMPUTE_EX, compute="dense_result"),
+        ),
         aliases=("_npx_embedding", "_sparse_Embedding"),
         sparse=True,
         doc="Maps integer indices to rows of a learned (input_dim, output_dim) weight.",
