@@ -517,3 +517,25 @@ def _backward_dot_csr(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray]
     res[1] = RowSparseNDArray(np.ascontiguousarray(v).reshape((ix.size, *out_s[1][1:])), ix,
                               tuple(out_s[1]), ctx)
     return res
+
+
+@register_ex("backward_unary_sparse")
+def _backward_unary_sparse(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray],
+                           dec: Decision, out_s: list[Any], out_t: list[Any],
+                           targets: list[NDArray] | None = None) -> list[NDArray]:
+    """An elementwise backward operator whose gradient is 0 wherever the output gradient is:
+    on the output gradient's stored coordinates only, with x (and y) read there (0 where they
+    store nothing), by the operator's own dense kernel."""
+    g = ins[0]
+    assert isinstance(g, BaseSparseNDArray)
+    cols: list[np.ndarray] = [g._values.reshape(-1)]
+    for a in ins[1:]:
+        if isinstance(g, CSRNDArray):
+            assert isinstance(a, CSRNDArray)
+            r, c = _coords(g)
+            cols.append(_gather_csr(a, r, c))
+        else:
+            assert isinstance(a, RowSparseNDArray)
+            cols.append(_rows_of(a, g._indices).reshape(-1))
+    vals = _apply(op, raw, *cols).reshape(g._values.shape)
+    return [g._with(vals, *g._shared_aux())]

@@ -24,11 +24,13 @@ from nnsym.ops.registry import (
     DENSE,
     Kernel,
     OpDef,
+    StypeRule,
     elemwise_shape,
     get_op,
     register,
     same_dtype,
 )
+from nnsym.types import DispatchMode, SType
 
 GradFn = Callable[[Node, list[Entry | None]], list[Entry | None]]
 
@@ -106,6 +108,21 @@ def unary_gradient(name: str, expr: str | Callable[[Any], str], params: type[Par
         fa = tuple(float(getattr(call.params, f)) for f in fparams)
         return Lowered((Launch(spec, (n,), fa),))
 
+    cell: list[OpDef] = []
+
+    def sparse_ok(p: Any) -> bool:
+        from nnsym.ops.storage import zero_gradient_preserving
+
+        return zero_gradient_preserving(cell[0], p)
+
+    # Sparse output gradients: where the derivative is 0 wherever g is (checked numerically
+    # with the actual parameters), the input gradient has the output gradient's pattern and
+    # storage type; x and y are read at its coordinates (MXNet's sparse quadratic backward).
+    sparse_rules = tuple(
+        StypeRule((st,) * n, (st,), DispatchMode.FCOMPUTE_EX, when=sparse_ok,
+                  compute="backward_unary_sparse")
+        for st in (SType.CSR, SType.ROW_SPARSE) for n in (1, 2, 3)
+    )
     op = register(OpDef(
         name=f"_backward_{name}",
         params=params,
@@ -115,9 +132,11 @@ def unary_gradient(name: str, expr: str | Callable[[Any], str], params: type[Par
         infer_type=same_dtype,
         inplace=((0, 0),),
         kernels={DENSE: Kernel(lower)},
+        stype_rules=sparse_rules,
         differentiable=False,
         doc=f"Gradient of {name} (elementwise, from its derivative expression).",
     ))
+    cell.append(op)
 
     def grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
         g = ograds[0]
