@@ -151,6 +151,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     if compiler.backend() == "c":
         demo_train()
+        print("\n== sparse training")
+        demo_train_sparse()
     else:
         print("skipped: binding and training need generated kernels (a C compiler)")
     return 0
@@ -253,6 +255,64 @@ def demo_train(epochs: int = 5, batch: int = 64, seed: int = 0) -> list[tuple[fl
         history.append((loss / seen, correct / seen))
         print(f"epoch {epoch}/{epochs}  loss {loss / seen:.4f}  accuracy {correct / seen:.3f}  "
               f"({dt * 1e3 / (seen / batch):.2f} ms per step)", flush=True)
+    return history
+
+
+def demo_train_sparse(epochs: int = 5, batch: int = 128, seed: int = 0,
+                      ) -> list[tuple[float, float]]:
+    """A sparse linear classifier: csr data (bag-of-features rows, 8 of 5,000 features active),
+    ``dot(data, weight)`` whose weight gradient is row_sparse (only the rows of the batch's
+    features), and lazy SGD with momentum updating only those rows (docs/sparse.md). Prints
+    and returns (loss, accuracy) per epoch."""
+    from nnsym import nd, optimizer, sym
+
+    rng = np.random.default_rng(seed)
+    n, feats, active, classes = 8192, 5000, 8, 4
+    true_w = rng.standard_normal((feats, classes))
+    cols = np.sort(np.stack([rng.choice(feats, active, replace=False) for _ in range(n)]), axis=1)
+    vals = rng.random((n, active)).astype(np.float32) + 0.5
+    indptr = np.arange(0, n * active + 1, active)
+    dense_logits = np.einsum("na,nac->nc", vals, true_w[cols])
+    labels = dense_logits.argmax(axis=1).astype(np.float32)
+    dataset = nd.sparse.csr_matrix((vals.ravel(), cols.ravel(), indptr), shape=(n, feats))
+
+    data = sym.Variable("data", stype="csr")
+    weight = sym.Variable("weight")
+    bias = sym.Variable("bias", shape=(1, classes))
+    logits = sym.broadcast_add(sym.dot(data, weight), bias)
+    net = sym.SoftmaxOutput(logits, normalization="batch", name="softmax")
+    exe = net.simple_bind(data=(batch, feats), weight=(feats, classes),
+                          grad_req={"weight": "write", "bias": "write"})
+    assert exe.grad_dict["weight"] is not None and exe.grad_dict["weight"].stype == "row_sparse"
+    exe.arg_dict["weight"][:] = rng.standard_normal((feats, classes)) * 0.01
+    opt = optimizer.create("sgd", learning_rate=1.0, momentum=0.9, wd=1e-5)
+    states = {k: opt.create_state(i, exe.arg_dict[k]) for i, k in enumerate(("weight", "bias"))}
+    print(f"training a sparse linear classifier ({feats:,} features, {active} active per "
+          f"sample, {classes} classes) with csr data, a row_sparse weight gradient and lazy SGD "
+          f"momentum (batch {batch}, {n:,} samples)")
+    history = []
+    for epoch in range(1, epochs + 1):
+        loss = correct = seen = rows = 0.0
+        t0 = time.perf_counter()
+        for start in range(0, n - batch + 1, batch):
+            y = labels[start:start + batch]
+            probs = exe.forward(is_train=True, data=dataset[start:start + batch],
+                                softmax_label=y)[0].asnumpy()
+            exe.backward()
+            g = exe.grad_dict["weight"]
+            rows += g.indices.shape[0]  # type: ignore[union-attr]
+            for i, k in enumerate(("weight", "bias")):
+                opt.update(i, exe.arg_dict[k], exe.grad_dict[k], states[k])
+            yi = y.astype(np.int64)
+            loss += float(-np.log(np.maximum(probs[np.arange(batch), yi], 1e-12)).sum())
+            correct += float((probs.argmax(1) == yi).sum())
+            seen += batch
+        dt = time.perf_counter() - t0
+        steps = seen / batch
+        history.append((loss / seen, correct / seen))
+        print(f"epoch {epoch}/{epochs}  loss {loss / seen:.4f}  accuracy {correct / seen:.3f}  "
+              f"(weight rows updated per step {rows / steps:.0f} of {feats:,}; "
+              f"{dt * 1e3 / steps:.2f} ms per step)", flush=True)
     return history
 
 

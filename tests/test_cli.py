@@ -95,7 +95,8 @@ def test_demo_runs_and_writes_json(tmp_path, capsys):
     diffs = re.findall(r"largest difference from the numpy references ([0-9.e+-]+)", text)
     assert len(diffs) == 2 and all(float(d) < 1e-5 for d in diffs)
     assert text.count("rows sum to 1.0000") == 2
-    assert "epoch 5/5" in text
+    assert text.count("epoch 5/5") == 2  # the MLP and the sparse linear classifier
+    assert "row_sparse weight gradient" in text
     for name in ("mlp", "convnet"):
         s = sym.load(tmp_path / f"{name}-symbol.json")
         assert s.list_outputs() == ["softmax_output"]
@@ -108,6 +109,15 @@ def test_demo_training_learns():
     losses, accs = zip(*hist)
     assert losses[0] > losses[1] > losses[2]
     assert accs[-1] > 0.4 and accs[-1] > accs[0]  # chance is 0.1
+
+
+def test_sparse_demo_training_learns():
+    from nnsym.cli import demo_train_sparse
+
+    hist = demo_train_sparse(epochs=3)
+    losses, accs = zip(*hist)
+    assert losses[0] > losses[1] > losses[2]
+    assert accs[-1] > 0.7 and accs[-1] > accs[0]  # chance is 0.25
 
 
 def test_module_help():
