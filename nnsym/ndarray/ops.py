@@ -67,7 +67,9 @@ def make_function(op: OpDef, func_name: str) -> Any:
                 raise CompositionError(f"{op.name}: missing input array(s) {missing}")
             inputs = [s for s in slots if s is not None]
         res = invoke(op, inputs, params, out=out)
-        if out is None and not arrays and all(type(a) is NDArray for a in args):
+        # the fast path is the dense kernel: not for results the storage rules made sparse
+        if out is None and not arrays and all(type(a) is NDArray for a in args) and all(
+                type(r) is NDArray for r in res):
             try:
                 key = _key(args, kwargs)
                 datas = [a._data for a in args]

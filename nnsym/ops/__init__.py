@@ -1,6 +1,6 @@
 """The operator library. Importing this package registers every operator exactly once."""
 
-from nnsym.ops import broadcast_reduce, dot, elemwise, index, shape  # noqa: F401
+from nnsym.ops import broadcast_reduce, dot, elemwise, index, shape, sparse_defs  # noqa: F401
 from nnsym.ops.nn import (  # noqa: F401
     activation,
     batch_norm,

@@ -150,3 +150,18 @@ def test_backward_with_dense_gradient_where_zero_is_not_kept():
         r = nd._backward_reciprocal(g, nd.array(np.array([[0.0, 2.0]], np.float32)).tostype("csr"))
     assert r.stype == "default"
     assert np.isnan(r.asnumpy()[0, 0]) and r.asnumpy()[0, 1] == -0.25
+
+
+def test_sparse_result_from_dense_inputs_every_call():
+    """Embedding's row_sparse weight gradient from dense inputs: the imperative fast path
+    (the dense kernel, cached after a first call) must not take over on later calls."""
+    g = nd.array(np.arange(12, dtype=np.float32).reshape(2, 3, 2))
+    data = nd.array(np.array([[1, 5, 1], [0, 9, 3]], np.float32))
+    want = np.zeros((6, 2), np.float32)
+    np.add.at(want, np.clip(data.asnumpy().astype(int), 0, 5).ravel(),
+              g.asnumpy().reshape(-1, 2))
+    for _ in range(3):
+        r = nd._backward_Embedding(g, data, input_dim=6, output_dim=2, sparse_grad=True)
+        assert r.stype == "row_sparse"
+        np.testing.assert_array_equal(r.indices.asnumpy(), [0, 1, 3, 5])
+        np.testing.assert_array_equal(r.asnumpy(), want)
