@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nnsym import ndarray, symbol
+from nnsym import ndarray, symbol, visualization
 from nnsym.context import Context, cpu, gpu
 from nnsym.errors import (
     DTypeError,
@@ -16,6 +16,7 @@ from nnsym.errors import (
 
 sym = symbol
 nd = ndarray
+viz = visualization
 
 __version__ = "0.1.0"
 
@@ -34,4 +35,6 @@ __all__ = [
     "ndarray",
     "sym",
     "symbol",
+    "visualization",
+    "viz",
 ]
