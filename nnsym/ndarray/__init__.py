@@ -14,6 +14,7 @@ _functions, _subs = _populate_namespaces("nnsym.ndarray", _make_function)
 globals().update(_functions)
 contrib, _internal, sparse = _subs["contrib"], _subs["_internal"], _subs["sparse"]
 _add_sparse_api(sparse)
+from nnsym.ndarray.io import load, load_frombuffer, save, save_tobuffer  # noqa: E402
 from nnsym.ndarray.optim_ops import (  # noqa: E402
     adagrad_update,
     adam_update,
@@ -41,7 +42,11 @@ __all__ = [
     "empty",
     "full",
     "invoke",
+    "load",
+    "load_frombuffer",
     "ones",
+    "save",
+    "save_tobuffer",
     "sgd_mom_update",
     "sgd_update",
     "sparse",
