@@ -5,10 +5,13 @@ from nnsym.ops.nn import (  # noqa: F401
     activation,
     batch_norm,
     conv,
+    deconv,
     dropout,
     embedding,
     fully_connected,
     loss,
+    lrn,
+    upsampling,
 )
 from nnsym.ops.registry import REGISTRY, OpDef, get_op
 
