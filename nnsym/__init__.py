@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nnsym import ndarray, symbol, visualization
+from nnsym import model, ndarray, symbol, visualization
 from nnsym.context import Context, cpu, gpu
 from nnsym.errors import (
     DTypeError,
@@ -31,6 +31,7 @@ __all__ = [
     "StorageTypeError",
     "cpu",
     "gpu",
+    "model",
     "nd",
     "ndarray",
     "sym",

@@ -1,4 +1,5 @@
-"""The ``nnsym`` command: ``infer`` a model's shapes and dtypes, or run the built-in ``demo``."""
+"""The ``nnsym`` command: ``infer`` a model's shapes and dtypes, ``run`` a checkpoint forward,
+or run the built-in ``demo``."""
 
 from __future__ import annotations
 
@@ -90,10 +91,20 @@ def _unknown_summary(s: Symbol, g: Graph) -> str | None:
     )
 
 
+def _symbol_file(model: str) -> Path:
+    """MODEL-symbol.json as given, or a checkpoint prefix (``PREFIX-symbol.json``)."""
+    path = Path(model)
+    if path.suffix != ".json" and not path.exists():
+        cand = Path(f"{model}-symbol.json")
+        if cand.exists():
+            return cand
+    return path
+
+
 def cmd_infer(args: argparse.Namespace) -> int:
     from nnsym.symbol.json_io import graph_to_json, load
 
-    s = load(args.model)
+    s = load(_symbol_file(args.model))
     g = infer_graph(s, dict(args.shape), dict(args.dtype))
     print(format_table(g))
     note = _unknown_summary(s, g)
@@ -102,6 +113,97 @@ def cmd_infer(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).write_text(graph_to_json(g, inferred=True))
         print(f"\ninferred graph written to {args.json}")
+    return 0
+
+
+def _parse_input(text: str) -> tuple[str, str]:
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"expected NAME=FILE.npy, got {text!r}")
+    return name, path
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Bind a checkpoint for inference, run forward, summarise the outputs and time a run."""
+    from nnsym import nd
+    from nnsym.model import load_checkpoint
+
+    s, arg_params, aux_params = load_checkpoint(args.prefix, args.epoch)
+    shapes = dict(args.shape)
+    inputs = {}
+    for name, path in args.input:
+        a = np.load(path, allow_pickle=False)
+        inputs[name] = a
+        shapes.setdefault(name, tuple(a.shape))
+    params = set(arg_params) | set(aux_params)
+    free = [n for n in s.list_arguments() if n not in params]
+    missing = [n for n in free if n not in shapes]
+    if missing:
+        raise NNSymError(f"give the shapes of the inputs {missing} (--shape NAME=D1,D2,...) "
+                         "or their values (--input NAME=FILE.npy)")
+    exe = s.simple_bind(grad_req="null", **{k: v for k, v in shapes.items() if k in free})
+    for what, given, dest in (("argument", arg_params, exe.arg_dict),
+                              ("auxiliary state", aux_params, exe.aux_dict)):
+        for k, v in given.items():
+            if k not in dest:
+                print(f"note: the checkpoint's {what} {k!r} is not used by the symbol")
+                continue
+            if tuple(v.shape) != tuple(dest[k].shape):
+                raise NNSymError(f"checkpoint {what} {k!r} has shape {tuple(v.shape)}, the "
+                                 f"bound symbol needs {tuple(dest[k].shape)}")
+            v.copyto(dest[k])
+    rng = np.random.default_rng(0)
+    for n in free:
+        if n in inputs:
+            exe.arg_dict[n][:] = inputs[n]
+        elif not n.endswith("_label"):
+            exe.arg_dict[n][:] = rng.standard_normal(exe.arg_dict[n].shape)
+            print(f"note: {n} {shape_str(exe.arg_dict[n].shape)} filled with standard normal "
+                  "values (seed 0); give --input to use yours")
+    outs = exe.forward()
+    times = []
+    for _ in range(max(1, args.repeat)):
+        t0 = time.perf_counter()
+        exe.forward()
+        times.append(time.perf_counter() - t0)
+    for name, o in zip(s.list_outputs(), outs):
+        v = o.asnumpy()
+        line = (f"{name}: {shape_str(v.shape)} {v.dtype.name}  min {v.min(initial=np.inf):.6g}  "
+                f"max {v.max(initial=-np.inf):.6g}  mean {v.mean() if v.size else 0:.6g}")
+        if v.ndim == 2 and v.shape[1] > 1:
+            top = np.argsort(-v[0])[:5]
+            line += "  top-5 of row 0: " + ", ".join(f"{i} ({v[0, i]:.4g})" for i in top)
+        print(line)
+    if args.save:
+        nd.save(args.save, dict(zip(s.list_outputs(), outs)))
+        print(f"outputs written to {args.save}")
+    print(f"forward: {np.median(times) * 1e3:.3f} ms per run (median of {len(times)}), "
+          f"planned memory {exe.plan.total_bytes:,} bytes")
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    """Draw a symbol (shapes on the edges when given) as SVG/PNG/PDF through Graphviz's
+    ``dot``; without it, write the DOT source and say how to render it."""
+    from nnsym import visualization as viz
+    from nnsym.symbol.json_io import load
+
+    path = _symbol_file(args.model)
+    s = load(path)
+    shapes, dtypes = dict(args.shape) or None, dict(args.dtype) or None
+    stem = path.name.removesuffix(".json").removesuffix("-symbol")
+    out = Path(args.output or f"{stem}.svg")
+    d = viz.plot_network(s, title=stem, shape=shapes, dtype=dtypes,
+                         hide_weights=not args.show_weights)
+    if args.summary:
+        viz.print_summary(s, shape=shapes)
+    if viz.dot_program() is None:
+        src = d.save(out.with_suffix(".dot"))
+        fmt = out.suffix.lstrip(".") or "svg"
+        print(f"Graphviz `dot` not found; wrote {src}\nrender it with: "
+              f"{viz.render_command(src, out, fmt)}")
+        return 0
+    print(f"wrote {d.render(out)}")
     return 0
 
 
@@ -337,7 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True)
     pi = sub.add_parser("infer", help="infer shapes and dtypes of an MXNet symbol JSON file")
-    pi.add_argument("model", help="MODEL-symbol.json")
+    pi.add_argument("model", help="MODEL-symbol.json, or a checkpoint prefix")
     pi.add_argument(
         "--shape",
         action="append",
@@ -356,6 +458,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pi.add_argument("--json", metavar="OUT", help="write the inferred graph JSON here")
     pi.set_defaults(func=cmd_infer)
+    pr = sub.add_parser("run", help="bind a checkpoint (PREFIX-symbol.json, "
+                        "PREFIX-EPOCH.params), run forward, summarise outputs, time a run")
+    pr.add_argument("prefix", help="checkpoint prefix")
+    pr.add_argument("epoch", type=int, help="checkpoint epoch")
+    pr.add_argument("--shape", action="append", type=_parse_shape, default=[],
+                    metavar="NAME=D1,D2,...", help="input shape (repeatable)")
+    pr.add_argument("--input", action="append", type=_parse_input, default=[],
+                    metavar="NAME=FILE.npy", help="input values (repeatable)")
+    pr.add_argument("--repeat", type=int, default=10, help="timed runs (default 10)")
+    pr.add_argument("--save", metavar="OUT.params", help="write the outputs (nd.save format)")
+    pr.set_defaults(func=cmd_run)
+    pp = sub.add_parser("plot", help="draw a symbol JSON (or checkpoint prefix) with shapes "
+                        "on the edges (Graphviz dot; DOT source where dot is missing)")
+    pp.add_argument("model", help="MODEL-symbol.json, or a checkpoint prefix")
+    pp.add_argument("--shape", action="append", type=_parse_shape, default=[],
+                    metavar="NAME=D1,D2,...", help="input shape (repeatable)")
+    pp.add_argument("--dtype", action="append", type=_parse_dtype, default=[],
+                    metavar="NAME=DTYPE", help="input dtype (repeatable)")
+    pp.add_argument("-o", "--output", metavar="OUT.svg", help="picture to write (.svg, .png, "
+                    ".pdf; default MODEL.svg)")
+    pp.add_argument("--show-weights", action="store_true", help="draw parameter nodes too")
+    pp.add_argument("--summary", action="store_true", help="also print the layer table")
+    pp.set_defaults(func=cmd_plot)
     pd = sub.add_parser("demo", help="build an MLP and a small conv net, infer, print, dump JSON")
     pd.add_argument("--out", metavar="DIR", help="where to write the JSON (default: a temp dir)")
     pd.set_defaults(func=cmd_demo)

@@ -125,3 +125,48 @@ def test_module_help():
         [sys.executable, "-m", "nnsym", "--help"], capture_output=True, text=True, check=True
     )
     assert "infer" in r.stdout and "demo" in r.stdout
+
+
+def test_plot_writes_dot_source_without_graphviz(tmp_path, capsys, monkeypatch):
+    import shutil
+
+    from nnsym.visualization import dot_program
+
+    real_which = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda n, *a, **k: None if n == "dot" else
+                        real_which(n, *a, **k))
+    assert dot_program() is None
+    model = Path(__file__).parent / "golden" / "resnet18_v1-symbol.json"
+    out = tmp_path / "r18.svg"
+    assert main(["plot", str(model), "--shape", "data=1,3,64,64", "-o", str(out),
+                 "--summary"]) == 0
+    text = capsys.readouterr().out
+    assert "Total params: 11689512" in text
+    assert f"dot -Tsvg {tmp_path / 'r18.dot'} -o {out}" in text
+    dot = (tmp_path / "r18.dot").read_text()
+    assert dot.startswith("digraph") and "64x16x16" in dot  # shapes on the edges
+
+
+def test_run_checkpoint_matches_mxnet_output(tmp_path, capsys):
+    """nnsym run on the model-zoo ResNet-18 checkpoint with MXNet's input: the saved output is
+    MXNet 1.9.1's inference output (tests/golden/modelzoo/README.md)."""
+    import numpy as np
+
+    from nnsym import nd
+
+    prefix = Path(__file__).parent / "golden" / "modelzoo" / "resnet18_v1_w0125"
+    expected = nd.load(f"{prefix}-expected.params")
+    x = tmp_path / "x.npy"
+    np.save(x, expected["data"].asnumpy())
+    out = tmp_path / "out.params"
+    assert main(["run", str(prefix), "0", "--input", f"data={x}", "--repeat", "2",
+                 "--save", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "resnetv10_dense0_fwd_output: (2, 10) float32" in text and "ms per run" in text
+    got = nd.load(out)["resnetv10_dense0_fwd_output"].asnumpy()
+    np.testing.assert_allclose(got, expected["out_infer"].asnumpy(), rtol=1e-4, atol=1e-6)
+    # infer takes a checkpoint prefix too; a missing input shape is a clear error
+    assert main(["infer", str(prefix), "--shape", "data=2,3,64,64"]) == 0
+    assert "(2, 10)" in capsys.readouterr().out
+    assert main(["run", str(prefix), "0"]) == 1
+    assert "give the shapes of the inputs ['data']" in capsys.readouterr().err
