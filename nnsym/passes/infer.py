@@ -101,13 +101,7 @@ def infer_attr(g: Graph, kind: AttrKind) -> list[Any]:
             try:
                 vals[eid] = kind.merge(vals[eid], hint)  # NOTE: np.dtype(x) == None is True
             except RuleError:
-                raise node_error(
-                    kind.error,
-                    node.name,
-                    "null",
-                    f"given {kind.name} {kind.fmt(vals[eid])} contradicts its {kind.var_key} "
-                    f"attribute {text!r}",
-                ) from None
+                pass  # a given value that contradicts the attribute wins, as in MXNet
 
     def step(nid: int) -> None:
         node = nodes[nid]

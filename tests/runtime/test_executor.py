@@ -279,10 +279,11 @@ def test_batch_norm_training_forward_backward_and_moving_statistics(fix_gamma):
     np.testing.assert_array_equal(exe.aux_dict["bn_moving_mean"].asnumpy(), mm0)
     head = rng.standard_normal(x.shape)
     exe.backward(nd.array(head))
-    np.testing.assert_allclose(exe.aux_dict["bn_moving_mean"].asnumpy(), mm0 * 0.8 + mu * 0.2,
-                               rtol=1e-12)
-    np.testing.assert_allclose(exe.aux_dict["bn_moving_var"].asnumpy(), mv0 * 0.8 + var * 0.2,
-                               rtol=1e-9)
+    m = float(np.float32(0.8))  # MXNet's momentum is a C float
+    np.testing.assert_allclose(exe.aux_dict["bn_moving_mean"].asnumpy(),
+                               mm0 * m + mu * (1 - m), rtol=1e-12)
+    np.testing.assert_allclose(exe.aux_dict["bn_moving_var"].asnumpy(),
+                               mv0 * m + var * (1 - m), rtol=1e-9)
 
     # gradients against central differences of the training-mode forward
     def f(xv, gv, bv):

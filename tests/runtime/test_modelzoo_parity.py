@@ -316,14 +316,6 @@ def test_training_step_matches_mxnet_float32(name):
     check_float32(name, res["grad"], grads_of(exp), grads_of(exp64), GRAD_TOL[name])
 
 
-def with_float_momentum(after: np.ndarray, before: np.ndarray, momentum: float = 0.9):
-    """Running statistics moved with ``momentum`` as a C float, as MXNet moves them, from the
-    same ones moved with the double ``momentum`` (nnsym): a = m s0 + (1 - m) b, solved for b."""
-    batch = (after - momentum * before) / (1 - momentum)
-    mf = float(np.float32(momentum))
-    return mf * before + (1 - mf) * batch
-
-
 @pytest.mark.parametrize("name", MODELS)
 def test_training_step_matches_mxnet_float64(name):
     res, exp = run(name, "float64"), expected(name, "float64")
@@ -331,29 +323,19 @@ def test_training_step_matches_mxnet_float64(name):
     for key in ("out_infer", "out_train"):
         np.testing.assert_allclose(res[key], exp[key], rtol=F64_TOL, atol=0, err_msg=key)
     assert_grads_close(name, res["grad"], grads_of(exp), F64_TOL)
-    # The running statistics differ by up to 2.7e-7 of their largest: MXNet's momentum is a C float
-    # (0.9f), nnsym's a double (test_batch_norm_momentum_is_a_c_float below). With that
-    # accounted for they agree to 1e-9 too.
-    _, aux_params = res["params"]
+    # The running statistics too (momentum a C float, 0.9f, as MXNet's BatchNormParam has it:
+    # test_batch_norm_momentum_is_a_c_float below).
     for k, v in res["aux_after"].items():
         want = exp["aux_after:" + k]
-        np.testing.assert_allclose(v, want, rtol=0, atol=1e-6 * np.abs(want).max(), err_msg=k)
-        mx_like = with_float_momentum(v, aux_params[k].asnumpy().astype(np.float64))
-        np.testing.assert_allclose(mx_like, want, rtol=F64_TOL, atol=F64_TOL * np.abs(want).max(),
+        np.testing.assert_allclose(v, want, rtol=F64_TOL, atol=F64_TOL * np.abs(want).max(),
                                    err_msg=k)
 
 
 # ------------------------------------------------------------------------------------------
-# Known differences from MXNet found by these fixtures (strict xfails: they fail loudly once
-# fixed, so that the fix updates them and the tolerances above)
+# Differences from MXNet these fixtures found, now fixed: BatchNorm's momentum is a C float,
+# and a given dtype wins over a variable's __dtype__ attribute
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="nnsym moves BatchNorm statistics with momentum as a double; MXNet's "
-    "BatchNormParam.momentum is a C float (0.9f)",
-)
 def test_batch_norm_momentum_is_a_c_float():
     # MXNet 1.9.1, float64: x = [1, 2, 3, 6] (4, 1), gamma 1, moving mean 0 and var 1, momentum
     # 0.9, one training forward and backward: moving mean 0.30000007152557373 (= 3 (1 - 0.9f)),
@@ -370,8 +352,6 @@ def test_batch_norm_momentum_is_a_c_float():
     assert exe.aux_dict["bn_moving_var"].asnumpy()[0] == 1.2500000596046448
 
 
-@pytest.mark.xfail(strict=True, raises=NNSymError, reason="nnsym refuses a given dtype that "
-                   "contradicts a variable's __dtype__ attribute; MXNet lets the given one win")
 def test_given_dtype_overrides_dtype_attribute():
     # MXNet 1.9.1: (Variable('x', dtype='float32') * 2).infer_type(x='float64')
     #   -> ([float64], [float64], [])

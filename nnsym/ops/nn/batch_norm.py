@@ -137,7 +137,8 @@ def batch_norm_backward_lowering(call: KernelCall) -> Lowered:
         req_b=call.out_req(2),
     )
     ia = (size(shape[:ax]), shape[ax], size(shape[ax + 1 :]))
-    return Lowered((Launch(spec, ia, (float(p.eps), float(p.momentum))),))
+    # MXNet's BatchNormParam.momentum is a C float: the moving statistics move by 0.9f, not 0.9
+    return Lowered((Launch(spec, ia, (float(p.eps), float(np.float32(p.momentum)))),))
 
 
 BACKWARD_BATCH_NORM = register(
