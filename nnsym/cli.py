@@ -255,6 +255,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
         demo_train()
         print("\n== sparse training")
         demo_train_sparse()
+        print("\n== a bundled model: MobileNet v1 (width 0.25, 10 classes), an MXNet 1.9.1 "
+              "model-zoo export with random weights, loaded as a checkpoint")
+        prefix = Path(__file__).parent / "examples" / "mobilenet_v1_w025"
+        print(f"nnsym run {prefix} 0 --shape data=1,3,64,64")
+        cmd_run(argparse.Namespace(prefix=str(prefix), epoch=0, shape=[("data", (1, 3, 64, 64))],
+                                   input=[], repeat=20, save=None))
     else:
         print("skipped: binding and training need generated kernels (a C compiler)")
     return 0

@@ -97,6 +97,7 @@ def test_demo_runs_and_writes_json(tmp_path, capsys):
     assert text.count("rows sum to 1.0000") == 2
     assert text.count("epoch 5/5") == 2  # the MLP and the sparse linear classifier
     assert "row_sparse weight gradient" in text
+    assert "mobilenet0_dense0_fwd_output: (1, 10) float32" in text  # the bundled checkpoint
     for name in ("mlp", "convnet"):
         s = sym.load(tmp_path / f"{name}-symbol.json")
         assert s.list_outputs() == ["softmax_output"]
