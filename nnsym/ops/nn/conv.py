@@ -284,6 +284,11 @@ def convolution_lowering(call: KernelCall) -> Lowered:
     dt = call.in_dtypes[0].name
     if dt not in FLOAT_DTYPES:
         raise _no_kernel(f"Convolution has dense kernels for {FLOAT_DTYPES}, not {dt}")
+    from nnsym.ops.nn.conv_batched import batched_forward_lowering  # NOTE: imports this module
+
+    batched = batched_forward_lowering(call)  # several images per GEMM for small outputs
+    if batched is not None:
+        return batched
     layout = p.data_layout
     cl = _channel_last(layout)
     n, c, *xs = _ncx(call.in_shapes[0], layout)
@@ -342,6 +347,11 @@ def convolution_backward_lowering(call: KernelCall) -> Lowered:
     layout = p.data_layout
     if dt not in ("float32", "float64"):
         raise _no_kernel(f"Convolution's gradient has kernels for float32/float64, not {dt}")
+    from nnsym.ops.nn.conv_batched import batched_backward_lowering
+
+    batched = batched_backward_lowering(call)
+    if batched is not None:
+        return batched
     g, data, _ = call.in_shapes
     n, c, *xs = _ncx(data, layout)
     _, f, *osz = _ncx(g, layout)

@@ -1,0 +1,251 @@
+"""The batched Convolution lowerings (nnsym/ops/nn/conv_batched.py: several images per GEMM)
+against the per-image kernels of conv.py, run on the same KernelCall and pointers: groups,
+stride, pad, dilation, 1-D/2-D/3-D, bias, write/add, null gradients, batch sizes 1..9 and odd
+block splits (a small block bound forces several blocks of unequal size)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import pytest
+
+from nnsym.codegen import compiler
+from nnsym.codegen.spec import KernelCall, Lowered
+from nnsym.ops import REGISTRY
+from nnsym.ops.nn import conv_batched
+from nnsym.ops.nn.conv import (
+    ConvolutionParams,
+    convolution_backward_lowering,
+    convolution_lowering,
+)
+from nnsym.ops.nn.conv_batched import (
+    batched_backward_lowering,
+    batched_forward_lowering,
+)
+
+CONV = REGISTRY["Convolution"]
+FFI = compiler.FFI
+RTOL = {"float32": 1e-5, "float64": 1e-12}
+
+pytestmark = pytest.mark.skipif(compiler.backend() != "c", reason="needs the C backend")
+
+
+def launch(lowered: Lowered, arrays: list[np.ndarray]) -> None:
+    """Run ``lowered`` on numpy arrays (the node's inputs then outputs), as the runtime does."""
+    funcs = compiler.functions([ln.spec for ln in lowered.launches])
+    for ln, fn in zip(lowered.launches, funcs):
+        mine = arrays if ln.args is None else [arrays[i] for i in ln.args]
+        bufs = [FFI.from_buffer("char[]", a, require_writable=True) for a in mine]
+        keep: list[Any] = []
+        if ln.workspace:
+            ws = np.full(ln.workspace, 0xFF, np.uint8)  # NaN garbage: never read before written
+            keep.append(ws)
+            bufs.append(FFI.from_buffer("char[]", ws, require_writable=True))
+        fn(FFI.new("void *[]", bufs), FFI.new("int64_t[]", list(ln.ia) or [0]),
+           FFI.new("double[]", list(ln.fa) or [0.0]))
+
+
+def case(nd: int, n: int, c: int, f: int, g: int, xs: tuple[int, ...], *, k: int = 3,
+         stride: int = 1, pad: int = 0, dilate: int = 1, no_bias: bool = False,
+         dtype: str = "float64") -> tuple[ConvolutionParams, list[np.ndarray], tuple[int, ...]]:
+    raw = {"kernel": (k,) * nd, "num_filter": f, "num_group": g, "stride": (stride,) * nd,
+           "pad": (pad,) * nd, "dilate": (dilate,) * nd, "no_bias": no_bias}
+    p, _ = CONV.parse_params(raw)
+    rng = np.random.default_rng(n * 1000 + c * 10 + f)
+    shapes = [(n, c, *xs), (f, c // g, *p.kernel)] + ([] if no_bias else [(f,)])
+    ins = [rng.uniform(-1, 1, s).astype(dtype) for s in shapes]
+    out = tuple(
+        (x + 2 * pad - (k - 1) * dilate - 1) // stride + 1 for x in xs
+    )
+    return p, ins, (n, f, *out)
+
+
+def close(got: np.ndarray, want: np.ndarray) -> None:
+    assert got.shape == want.shape and got.dtype == want.dtype
+    rtol = RTOL[got.dtype.name]
+    scale = float(np.abs(want).max()) if want.size else 0.0
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * scale)
+
+
+def check_forward(p: ConvolutionParams, ins: list[np.ndarray], oshape: tuple[int, ...],
+                  req: str, chunk: int = conv_batched.BATCH_CHUNK, expect_batched: bool = True
+                  ) -> None:
+    dt = ins[0].dtype
+    call = KernelCall(p, tuple(a.shape for a in ins), (dt,) * len(ins), (oshape,), (dt,), req)
+    new = batched_forward_lowering(call, chunk)
+    if not expect_batched:
+        assert new is None
+        return
+    assert new is not None
+    rng = np.random.default_rng(3)
+    pre = rng.uniform(-1, 1, oshape).astype(dt) if req == "add" else np.full(oshape, np.nan, dt)
+    want, got = pre.copy(), pre.copy()
+    launch(convolution_lowering(call), [*ins, want])
+    launch(new, [*ins, got])
+    close(got, want)
+
+
+def check_backward(p: ConvolutionParams, ins: list[np.ndarray], oshape: tuple[int, ...],
+                   reqs: tuple[str, ...], chunk: int = conv_batched.BATCH_CHUNK) -> None:
+    dt = ins[0].dtype
+    rng = np.random.default_rng(5)
+    og = rng.uniform(-1, 1, oshape).astype(dt)
+    data, weight = ins[0], ins[1]
+    bins = [og, data, weight]
+    oshapes = [data.shape, weight.shape] + ([] if p.no_bias else [(p.num_filter,)])
+    call = KernelCall(p, tuple(a.shape for a in bins), (dt,) * 3, tuple(oshapes),
+                      (dt,) * len(oshapes), "write", reqs)
+    new = batched_backward_lowering(call, chunk)
+    assert new is not None
+    pres = [rng.uniform(-1, 1, s).astype(dt) if r == "add" else np.full(s, np.nan, dt)
+            for s, r in zip(oshapes, reqs)]
+    want = [a.copy() for a in pres]
+    got = [a.copy() for a in pres]
+    launch(convolution_backward_lowering(call), [*bins, *want])
+    launch(new, [*bins, *got])
+    for gv, wv, r in zip(got, want, reqs):
+        if r == "null":
+            assert np.isnan(gv).all()  # never written
+        else:
+            close(gv, wv)
+
+
+GEOMETRIES = [
+    # nd, C, F, G, spatial, kernel, stride, pad, dilate
+    (2, 6, 8, 1, (4, 4), 3, 1, 1, 1),
+    (2, 6, 8, 2, (5, 4), 3, 2, 1, 1),
+    (2, 4, 6, 2, (6, 6), 3, 1, 2, 2),
+    (2, 3, 5, 1, (3, 5), 1, 2, 0, 1),
+    (2, 4, 4, 1, (2, 2), 1, 1, 0, 1),  # 1x1 stride 1 unpadded
+    (1, 4, 6, 2, (7,), 3, 1, 1, 1),
+    (1, 3, 4, 1, (9,), 3, 2, 0, 2),
+    (3, 4, 6, 2, (3, 4, 3), 3, 1, 1, 1),
+    (3, 2, 3, 1, (4, 3, 5), 2, 2, 0, 1),
+    (2, 6, 3, 3, (4, 4), 3, 1, 1, 1),  # three groups, one filter each (not depthwise)
+    (2, 2, 4, 2, (3, 3), 1, 1, 0, 1),  # K = 1: one column-matrix row per group
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("geo", GEOMETRIES, ids=str)
+def test_forward(geo, dtype):
+    nd, c, f, g, xs, k, s, pd, dl = geo
+    for n, no_bias, req in itertools.product((2, 5), (False, True), ("write", "add")):
+        p, ins, osh = case(nd, n, c, f, g, xs, k=k, stride=s, pad=pd, dilate=dl,
+                           no_bias=no_bias, dtype=dtype)
+        check_forward(p, ins, osh, req)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("geo", GEOMETRIES, ids=str)
+def test_backward(geo, dtype):
+    nd, c, f, g, xs, k, s, pd, dl = geo
+    for n, no_bias in itertools.product((2, 5), (False, True)):
+        p, ins, osh = case(nd, n, c, f, g, xs, k=k, stride=s, pad=pd, dilate=dl,
+                           no_bias=no_bias, dtype=dtype)
+        nout = 2 if no_bias else 3
+        for reqs in (("write",) * nout, ("add",) * nout, ("null", "write", "add")[:nout],
+                     ("add", "null", "write")[:nout], ("write", "add", "null")[:nout]):
+            check_backward(p, ins, osh, reqs)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_batch_sizes_and_block_splits(dtype):
+    """N = 2..9 with block bounds giving one block, even and odd splits (9 images in blocks of
+    5 + 4 or 3 + 3 + 3, 7 in 4 + 3, ...); N = 1 is left to the per-image kernels."""
+    for n in range(1, 10):
+        p, ins, osh = case(2, n, 4, 6, 2, (4, 4), pad=1, dtype=dtype)
+        k, fg, pp = 2 * 9, 3, 16
+        if n == 1:
+            check_forward(p, ins, osh, "write", expect_batched=False)
+            continue
+        for most in (n, 2, 3, 4):
+            chunk = (k + fg) * pp * most
+            nb = conv_batched._block(n, k, fg, pp, chunk)
+            assert nb <= most and -(-n // nb) == -(-n // min(most, n))
+            if nb < 2:
+                continue
+            for req in ("write", "add"):
+                check_forward(p, ins, osh, req, chunk)
+            for reqs in (("write",) * 3, ("add",) * 3, ("null", "add", "write")):
+                check_backward(p, ins, osh, reqs, chunk)
+
+
+def test_declines():
+    """None where the per-image kernels stay: N = 1, channel-last, float16, depthwise, outputs
+    past the thresholds, empty outputs."""
+    def fwd(raw: dict[str, Any], data: tuple[int, ...], w: tuple[int, ...],
+            out: tuple[int, ...], dt: str = "float32") -> Lowered | None:
+        p, _ = CONV.parse_params({**raw, "no_bias": True})
+        d = np.dtype(dt)
+        return batched_forward_lowering(KernelCall(p, (data, w), (d, d), (out,), (d,)))
+
+    k3 = {"kernel": (3, 3), "num_filter": 4, "pad": (1, 1)}
+    assert fwd(k3, (2, 4, 4, 4), (4, 4, 3, 3), (2, 4, 4, 4)) is not None
+    assert fwd(k3, (1, 4, 4, 4), (4, 4, 3, 3), (1, 4, 4, 4)) is None
+    assert fwd(k3, (2, 4, 4, 4), (4, 4, 3, 3), (2, 4, 4, 4), "float16") is None
+    assert fwd({**k3, "layout": "NHWC"}, (2, 4, 4, 4), (4, 3, 3, 4), (2, 4, 4, 4)) is None
+    assert fwd({**k3, "num_group": 4}, (2, 4, 4, 4), (4, 1, 3, 3), (2, 4, 4, 4)) is None
+    big = conv_batched.FORWARD_MAX_P + 1
+    assert fwd(k3, (2, 4, 1, big), (4, 4, 3, 3), (2, 4, 1, big)) is None
+    p, _ = CONV.parse_params({**k3, "no_bias": True})
+    d = np.dtype(np.float32)
+    for big in (conv_batched.BACKWARD_MAX_P, conv_batched.BACKWARD_MAX_P + 1):
+        shapes = ((2, 4, 1, big), (2, 4, 1, big), (4, 4, 3, 3))
+        low = batched_backward_lowering(
+            KernelCall(p, shapes, (d,) * 3, shapes[1:], (d,) * 2))
+        assert (low is None) == (big > conv_batched.BACKWARD_MAX_P)
+    assert fwd(k3, (0, 4, 4, 4), (4, 4, 3, 3), (0, 4, 4, 4)) is None
+
+
+def test_routed_through_nd_and_executor(monkeypatch):
+    """The coordinator's two-line change (try the batched lowering first), made here by a
+    monkeypatch of the registered kernels: nd.Convolution and an executor's backward agree
+    with the per-image kernels."""
+    from nnsym import nd, sym
+    from nnsym.ops.nn import conv as conv_mod
+    from nnsym.ops.registry import DENSE, Kernel
+
+    rng = np.random.default_rng(11)
+    x = rng.uniform(-1, 1, (6, 8, 4, 4))
+    w = rng.uniform(-1, 1, (16, 4, 3, 3))
+    b = rng.uniform(-1, 1, (16,))
+    head = rng.uniform(-1, 1, (6, 16, 2, 2))
+    params = {"kernel": (3, 3), "num_filter": 16, "num_group": 2, "stride": (2, 2),
+              "pad": (1, 1)}
+
+    def run() -> list[np.ndarray]:
+        y = nd.Convolution(nd.array(x), nd.array(w), nd.array(b), **params).asnumpy()
+        s = sym.Convolution(sym.var("x"), sym.var("w"), sym.var("b"), name="c", **params)
+        exe = s.bind(None, args={"x": nd.array(x), "w": nd.array(w), "b": nd.array(b)},
+                     args_grad={"x": nd.zeros(x.shape, dtype="float64"),
+                                "w": nd.zeros(w.shape, dtype="float64"),
+                                "b": nd.zeros(b.shape, dtype="float64")})
+        exe.forward(is_train=True)
+        exe.backward(nd.array(head))
+        return [y, exe.outputs[0].asnumpy()] + [exe.grad_dict[k].asnumpy() for k in "xwb"]
+
+    want = run()
+    used = []
+
+    def fwd(call: KernelCall) -> Lowered:
+        low = batched_forward_lowering(call)
+        used.append(low is not None)
+        return low if low is not None else conv_mod.convolution_lowering(call)
+
+    def bwd(call: KernelCall) -> Lowered:
+        low = batched_backward_lowering(call)
+        used.append(low is not None)
+        return low if low is not None else conv_mod.convolution_backward_lowering(call)
+
+    from nnsym.runtime import imperative
+
+    monkeypatch.setitem(CONV.kernels, DENSE, Kernel(fwd))
+    monkeypatch.setitem(REGISTRY["_backward_Convolution"].kernels, DENSE, Kernel(bwd))
+    monkeypatch.setattr(imperative, "_CACHE", {})
+    got = run()
+    assert used and all(used)
+    for gv, wv in zip(got, want):
+        close(gv, wv)
