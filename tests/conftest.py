@@ -1,9 +1,20 @@
 """Test session set-up: compile every operator example's kernels up front in a few parallel
-builds (a cold cache otherwise pays one compiler start per kernel)."""
+builds (a cold cache otherwise pays one compiler start per kernel); hypothesis profiles.
+
+Hypothesis runs derandomized by default (the same examples every run, so CI is reproducible);
+``HYPOTHESIS_PROFILE=explore`` draws fresh random examples (and more of them) to hunt for bugs.
+"""
 
 from __future__ import annotations
 
+import os
+
 import pytest
+from hypothesis import settings
+
+settings.register_profile("default", derandomize=True)
+settings.register_profile("explore", derandomize=False, max_examples=300)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 @pytest.fixture(scope="session", autouse=True)
