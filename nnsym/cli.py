@@ -487,6 +487,12 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--show-weights", action="store_true", help="draw parameter nodes too")
     pp.add_argument("--summary", action="store_true", help="also print the layer table")
     pp.set_defaults(func=cmd_plot)
+    from nnsym.cuda.codegen import add_codegen_arguments, run_codegen
+
+    pg = sub.add_parser("codegen", help="write the generated kernel sources (C or CUDA), one "
+                        "kernel per file (elementwise families so far)")
+    add_codegen_arguments(pg)
+    pg.set_defaults(func=run_codegen)
     pd = sub.add_parser("demo", help="build an MLP and a small conv net, infer, print, dump JSON")
     pd.add_argument("--out", metavar="DIR", help="where to write the JSON (default: a temp dir)")
     pd.set_defaults(func=cmd_demo)

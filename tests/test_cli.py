@@ -171,3 +171,13 @@ def test_run_checkpoint_matches_mxnet_output(tmp_path, capsys):
     assert "(2, 10)" in capsys.readouterr().out
     assert main(["run", str(prefix), "0"]) == 1
     assert "give the shapes of the inputs ['data']" in capsys.readouterr().err
+
+
+def test_codegen_writes_one_kernel_per_file(tmp_path, capsys):
+    assert main(["codegen", "--target", "cuda", "--out", str(tmp_path), "--op", "tanh"]) == 0
+    files = sorted(tmp_path.glob("*.cu"))
+    assert files and any("float32_write" in f.name for f in files)
+    text = next(f for f in files if "float32_write" in f.name).read_text()
+    assert "__global__" in text and "tanh" in text
+    assert main(["codegen", "--target", "c", "--out", str(tmp_path / "c"), "--op", "tanh"]) == 0
+    assert sorted((tmp_path / "c").glob("*.c"))

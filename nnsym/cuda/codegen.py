@@ -1,0 +1,650 @@
+"""CUDA code generation for the elementwise kernel families, beside the C path.
+
+Three families are covered: one-input elementwise operators (``elemwise_unary.c.j2``),
+same-shape and broadcasting binary operators (``elemwise_binary.c.j2``) and the generated
+backward of one-input operators (``elemwise_backward.c.j2``). Their CUDA twins in
+``nnsym/cuda/templates`` render the *same* kernel specs: the scalar expression, the integer
+division guard (``nnsym.ops.elemwise.kernel_expr``), dtypes, write mode and the binary kernels'
+collapsed dims and inner mode all come from the operator's own lowering, so the C and the CUDA
+kernel of a variant compute the same arithmetic on the same run-time values (``ia``, ``fa``).
+
+Variants are enumerated by lowering every registered operator's examples (plus broadcasting
+shape patterns for the binary family) in every dtype and write mode, and every backward node
+their gradients build, exactly as an executor would; specs of other templates are ignored.
+
+CUDA kernels take ``(pointers..., ia..., fa...)``: the C kernel's ``p``, ``ia`` and ``fa``
+arrays spread into typed arguments in the same order, so a launcher (the host shim, cupy) maps
+one onto the other without knowing the family.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nnsym.codegen.cache import cache_key, cache_root
+from nnsym.codegen.render import ENV as C_ENV
+from nnsym.codegen.render import template_env
+from nnsym.codegen.spec import CTYPES, REQS, KernelCall, KernelSpec, Launch
+
+TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
+
+# C template -> (family, CUDA template)
+FAMILIES: dict[str, tuple[str, str]] = {
+    "elemwise_unary.c.j2": ("unary", "elemwise_unary.cu.j2"),
+    "elemwise_binary.c.j2": ("binary", "elemwise_binary.cu.j2"),
+    "elemwise_backward.c.j2": ("backward", "elemwise_backward.cu.j2"),
+}
+TARGETS = ("c", "cuda")
+DTYPES: tuple[str, ...] = tuple(CTYPES)
+
+# <tgmath.h> functions given float/double/integer dispatch in the CUDA prologue.
+UNARY_MATH: tuple[str, ...] = (
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "cbrt",
+    "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh",
+    "atanh", "erf", "erfc", "tgamma", "lgamma", "floor", "ceil", "round", "trunc", "rint",
+    "nearbyint", "fabs",
+)
+BINARY_MATH: tuple[str, ...] = (
+    "pow", "atan2", "fmod", "hypot", "copysign", "fdim", "fmax", "fmin", "remainder",
+)
+
+# Broadcasting shape pairs covering every inner mode with 1, 2 and 3 collapsed dims
+# (``nnsym.ops.elemwise.broadcast_rows``); each output has more than 96 elements, so a
+# 3 x 32 grid runs every grid-stride loop more than once.
+BINARY_SHAPES: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = (
+    ((200,), (200,)),          # nd 1 vv
+    ((200,), (1,)),            # nd 1 vs
+    ((1,), (200,)),            # nd 1 sv
+    ((7, 30), (1, 30)),        # nd 2 vv
+    ((7, 30), (7, 1)),         # nd 2 vs
+    ((7, 1), (7, 30)),         # nd 2 sv
+    ((3, 5, 13), (3, 1, 13)),  # nd 3 vv
+    ((3, 5, 13), (1, 5, 1)),   # nd 3 vs
+    ((1, 5, 1), (3, 5, 13)),   # nd 3 sv
+)
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def cuda_ctype(dt: Any) -> str:
+    """Storage type of a dtype in CUDA source (float16 is ``__half``)."""
+    name = np.dtype(dt).name
+    return "__half" if name == "float16" else CTYPES[name][0]
+
+
+def load(dt: Any, text: str) -> str:
+    """A storage element read as a value (float16 widens exactly to float)."""
+    return f"nnsym_h2f({text})" if np.dtype(dt).name == "float16" else text
+
+
+def store(dt: Any, text: str) -> str:
+    """A value converted to storage, as C's cast does (float16 rounds once, from its type)."""
+    if np.dtype(dt).name == "float16":
+        return f"nnsym_f2h({text})"
+    return f"({cuda_ctype(dt)})({text})"
+
+
+CUDA_ENV = template_env([TEMPLATE_DIR])
+CUDA_ENV.globals.update(cutype=cuda_ctype, load=load, store=store)
+
+
+def cuda_prologue() -> str:
+    return CUDA_ENV.get_template("prologue.cu.j2").render(
+        unary_math=list(UNARY_MATH), binary_math=list(BINARY_MATH))
+
+
+def c_prologue() -> str:
+    """The C prologue as a build without libmvec declarations renders it (deterministic)."""
+    return C_ENV.get_template("prologue.c.j2").render(vector_math=(), blas_int="int")
+
+
+# ---------------------------------------------------------------------------------------------
+# Variants
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One kernel variant: the operator that lowers to it, the C spec, and one launch of it
+    (``ia``/``fa``) with the shapes and dtypes of the pointers it receives (inputs, then the
+    output)."""
+
+    op: str
+    tag: str  # values of the parameters that chose the expression (e.g. act_type), or ""
+    spec: KernelSpec
+    ia: tuple[int, ...]
+    fa: tuple[float, ...]
+    ptr_shapes: tuple[tuple[int, ...], ...]
+    ptr_dtypes: tuple[str, ...]
+    name: str = ""
+
+    @property
+    def family(self) -> str:
+        return FAMILIES[self.spec.template][0]
+
+    @property
+    def cuda_template(self) -> str:
+        return FAMILIES[self.spec.template][1]
+
+    @property
+    def ctx(self) -> dict[str, Any]:
+        return self.spec.context()
+
+    @property
+    def req(self) -> str:
+        return str(self.ctx["req"])
+
+    @property
+    def in_dtype(self) -> str:
+        c = self.ctx
+        return str(c.get("in_dtype") or c["dtype"])
+
+    @property
+    def out_dtype(self) -> str:
+        c = self.ctx
+        return str(c.get("out_dtype") or c["dtype"])
+
+    @property
+    def expr(self) -> str:
+        return str(self.ctx["expr"])
+
+    @property
+    def mode(self) -> str:
+        """Binary kernels: ``nd<k>_<inner>``; others ""."""
+        c = self.ctx
+        return f"nd{c['nd']}_{c['inner']}" if self.family == "binary" else ""
+
+    def base_name(self, with_tag: bool = False) -> str:
+        parts = ["nnk", _ident(self.op)]
+        if with_tag and self.tag:
+            parts.append(self.tag)
+        if self.in_dtype == self.out_dtype:
+            parts.append(self.in_dtype)
+        else:
+            parts.append(f"{self.in_dtype}_to_{self.out_dtype}")
+        parts.append(self.req)
+        if self.mode:
+            parts.append(self.mode)
+        return "_".join(parts).replace("__", "_")
+
+    def describe(self) -> str:
+        """One line naming the variant (operator and parameter names are registry identifiers,
+        never user text)."""
+        bits = [f"operator {self.op}"]
+        if self.tag and self.tag in self.name:
+            bits.append(f"({self.tag})")
+        bits.append(f"family {self.family}")
+        bits.append(f"dtype {self.in_dtype}" + (
+            f" -> {self.out_dtype}" if self.in_dtype != self.out_dtype else ""))
+        bits.append(f"req {self.req}")
+        if self.mode:
+            bits.append(f"mode {self.mode}")
+        return ", ".join(bits)
+
+
+def _ident(text: str) -> str:
+    out = re.sub(r"[^A-Za-z0-9_]", "_", text)
+    return out if _IDENT.match(out) else "op_" + out
+
+
+def _tag(params: Any) -> str:
+    """The values of choice-valued parameters (they select expressions: act_type)."""
+    specs = getattr(type(params), "specs", None)
+    if specs is None:
+        return ""
+    vals = []
+    for name, fs in specs().items():
+        if fs.choices:
+            v = getattr(params, name, None)
+            if isinstance(v, str) and _IDENT.match(v):
+                vals.append(v)
+    return "_".join(vals)
+
+
+def _family_launches(lowered: Any, ins: Sequence[tuple[tuple[int, ...], str]],
+                     outs: Sequence[tuple[tuple[int, ...], str]]) -> Iterable[
+                         tuple[Launch, tuple[tuple[tuple[int, ...], str], ...]]]:
+    ptrs = (*ins, *outs)
+    for ln in lowered.launches:
+        if ln.spec.template not in FAMILIES or ln.workspace:
+            continue
+        args = tuple(ptrs) if ln.args is None else tuple(ptrs[k] for k in ln.args)
+        yield ln, args
+
+
+def _grad_nodes(op: Any, params: Any, n_in: int) -> tuple[Any, list[Any], list[Any]]:
+    """The forward node, its input variables and the backward nodes its gradient builds."""
+    from nnsym.graph import Entry, Node, dfs_post_order, variable
+
+    ins = tuple(Entry(variable(f"in{i}")) for i in range(n_in))
+    node = Node(op, "fwd", params, ins)
+    nout = op.num_outputs(params)
+    ograds: list[Any] = [Entry(variable(f"g{k}")) for k in range(nout)]
+    res = op.grad(node, ograds)
+    heads = [e for e in res if e is not None]
+    order = dfs_post_order(heads) if heads else []
+    back = [n for n in order if n is not node and n.op is not None]
+    return node, ograds, back
+
+
+def _backward_calls(op: Any, params: Any, shapes: Sequence[tuple[int, ...]], dtype: str,
+                    grad: tuple[Any, list[Any], list[Any]]) -> Iterable[
+                        tuple[Any, Any, list[tuple[tuple[int, ...], str]],
+                              list[tuple[tuple[int, ...], str]]]]:
+    """(backward op, params, input (shape, dtype)s, output (shape, dtype)s) of every backward
+    node, from shape and dtype inference over forward + backward."""
+    from nnsym.graph import Entry, Graph, GraphAttrs
+    from nnsym.passes.infer import infer_shape, infer_type
+    from nnsym.passes.manager import run_passes
+
+    node, ograds, back = grad
+    if not back:
+        return
+    outs = [Entry(node, k) for k in range(op.num_outputs(params))]
+    heads = tuple(outs) + tuple(Entry(b, k) for b in back for k in range(b.num_outputs()))
+    g = Graph(heads)
+    idx = g.index
+    n = idx.num_entries
+    seeds_s: list[Any] = [None] * n
+    seeds_t: list[Any] = [None] * n
+    for i, e in enumerate(node.inputs):
+        eid = idx.entry_id(e)
+        seeds_s[eid], seeds_t[eid] = tuple(shapes[i]), np.dtype(dtype)
+    # Output gradients: shaped and typed as the outputs (found by forward inference first).
+    from nnsym.runtime.imperative import infer_one
+
+    out_s, out_t = infer_one(op, params, shapes, [np.dtype(dtype)] * len(shapes), "fwd")
+    for k, e in enumerate(ograds):
+        try:
+            eid = idx.entry_id(e)
+        except (KeyError, ValueError):
+            continue  # a loss head's gradient does not read its output gradient
+        seeds_s[eid], seeds_t[eid] = tuple(out_s[k]), out_t[k]
+    g = run_passes(Graph(heads, GraphAttrs(shape=tuple(seeds_s), dtype=tuple(seeds_t))),
+                   [infer_shape, infer_type])
+    sh, dt = g.attrs.shape, g.attrs.dtype
+    assert sh is not None and dt is not None
+    for b in back:
+        nid = idx.node_id(b)
+        eids = [*idx.input_entries[nid], *idx.output_entries(nid)]
+        shapes_b = [sh[e] for e in eids]
+        if any(s is None or None in s for s in shapes_b):
+            continue
+        typed = [(tuple(int(d or 0) for d in s or ()), np.dtype(dt[e]).name)
+                 for s, e in zip(shapes_b, eids)]
+        k = len(idx.input_entries[nid])
+        yield b.op, b.params, typed[:k], typed[k:]
+
+
+def _lower(op: Any, params: Any, ins: Sequence[tuple[tuple[int, ...], str]],
+           outs: Sequence[tuple[tuple[int, ...], str]], req: str) -> Any:
+    from nnsym.ops.registry import DENSE
+
+    kernel = op.kernels.get(DENSE)
+    if kernel is None:
+        return None
+    call = KernelCall(params, tuple(tuple(s) for s, _ in ins),
+                      tuple(np.dtype(t) for _, t in ins), tuple(tuple(s) for s, _ in outs),
+                      tuple(np.dtype(t) for _, t in outs), req)
+    return kernel.lower(call)
+
+
+_SKIP = (ValueError, TypeError, KeyError, AssertionError, IndexError, ZeroDivisionError)
+
+
+def _is_family_op(op: Any) -> bool:
+    """Whether an operator's examples (forward or gradient) reach the three families."""
+    from nnsym.errors import NNSymError
+    from nnsym.runtime.imperative import infer_one
+
+    for ex in op.examples:
+        try:
+            params, _ = op.parse_params(ex.params)
+            dts = [np.dtype(ex.dtype)] * len(ex.shapes)
+            out_s, out_t = infer_one(op, params, ex.shapes, dts, "probe")
+            ins = [(tuple(s), ex.dtype) for s in ex.shapes]
+            outs = [(tuple(s), np.dtype(t).name) for s, t in zip(out_s, out_t)]
+            low = _lower(op, params, ins, outs, "write")
+            if low is not None and any(_family_launches(low, ins, outs)):
+                return True
+            if op.grad is not None:
+                grad = _grad_nodes(op, params, len(ex.shapes))
+                for bop, bp, bins, bouts in _backward_calls(op, params, ex.shapes, ex.dtype,
+                                                           grad):
+                    blow = _lower(bop, bp, bins, bouts, "write")
+                    if blow is not None and any(_family_launches(blow, bins, bouts)):
+                        return True
+        except (NNSymError, *_SKIP):
+            continue
+    return False
+
+
+@functools.lru_cache(maxsize=1)
+def all_variants() -> tuple[Variant, ...]:
+    """Every variant of the three families, sorted by name (names unique)."""
+    import nnsym.ops  # noqa: F401  (registers every operator)
+    from nnsym.errors import NNSymError
+    from nnsym.ops import REGISTRY
+    from nnsym.runtime.imperative import infer_one
+
+    found: dict[tuple[str, KernelSpec], Variant] = {}
+
+    def add(opname: str, tag: str, launch: Launch,
+            ptrs: Sequence[tuple[tuple[int, ...], str]]) -> None:
+        key = (opname, launch.spec)
+        if key not in found:
+            found[key] = Variant(opname, tag, launch.spec, tuple(launch.ia), tuple(launch.fa),
+                                 tuple(tuple(s) for s, _ in ptrs), tuple(t for _, t in ptrs))
+
+    for name in sorted(REGISTRY):
+        op = REGISTRY[name]
+        if not op.examples or not _is_family_op(op):
+            continue
+        combos: list[tuple[Any, tuple[tuple[int, ...], ...]]] = []
+        if op.num_inputs(op.parse_params(op.examples[0].params)[0]) == 2:
+            # first, so a variant's recorded launch is a large one where possible
+            combos += [(op.examples[0].params, pair) for pair in BINARY_SHAPES]
+        combos += [(ex.params, tuple(tuple(s) for s in ex.shapes)) for ex in op.examples]
+        for raw, shapes in combos:
+            try:
+                params, _ = op.parse_params(raw)
+                grad = _grad_nodes(op, params, len(shapes)) if op.grad is not None else None
+            except (NNSymError, *_SKIP):
+                continue
+            tag = _tag(params)
+            for dt in DTYPES:
+                try:
+                    out_s, out_t = infer_one(op, params, shapes, [np.dtype(dt)] * len(shapes),
+                                             "fwd")
+                except (NNSymError, *_SKIP):
+                    continue
+                ins = [(s, dt) for s in shapes]
+                outs = [(tuple(s), np.dtype(t).name) for s, t in zip(out_s, out_t)]
+                back: list[Any] = []
+                if grad is not None:
+                    try:
+                        back = list(_backward_calls(op, params, shapes, dt, grad))
+                    except (NNSymError, *_SKIP):
+                        back = []
+                for req in REQS:
+                    try:
+                        low = _lower(op, params, ins, outs, req)
+                    except (NNSymError, *_SKIP):
+                        low = None
+                    if low is not None:
+                        for ln, ptrs in _family_launches(low, ins, outs):
+                            add(op.name, tag, ln, ptrs)
+                    for bop, bp, bins, bouts in back:
+                        try:
+                            blow = _lower(bop, bp, bins, bouts, req)
+                        except (NNSymError, *_SKIP):
+                            continue
+                        if blow is None:
+                            continue
+                        for ln, ptrs in _family_launches(blow, bins, bouts):
+                            add(bop.name, _tag(bp), ln, ptrs)
+    return _named(found.values())
+
+
+def _named(vs: Iterable[Variant]) -> tuple[Variant, ...]:
+    """Give every variant a unique C identifier from operator, dtypes, req and mode; where
+    those coincide (an expression chosen by a parameter: Activation's act_type) the choice
+    parameters' values join the name, and where even they do, the spec's hash."""
+    by_base: dict[str, list[Variant]] = {}
+    for v in vs:
+        by_base.setdefault(v.base_name(), []).append(v)
+    out: list[Variant] = []
+    for base, group in by_base.items():
+        if len(group) == 1:
+            out.append(_with_name(group[0], base))
+            continue
+        by_tag: dict[str, list[Variant]] = {}
+        for v in group:
+            by_tag.setdefault(v.base_name(with_tag=True), []).append(v)
+        for tagged, same in by_tag.items():
+            for v in same:
+                out.append(_with_name(v, tagged if len(same) == 1
+                                      else f"{tagged}_{v.spec.name[4:12]}"))
+    out.sort(key=lambda v: v.name)
+    return tuple(out)
+
+
+def _with_name(v: Variant, name: str) -> Variant:
+    assert _IDENT.match(name), name
+    return Variant(v.op, v.tag, v.spec, v.ia, v.fa, v.ptr_shapes, v.ptr_dtypes, name)
+
+
+def variants(op: str | None = None, family: str | None = None) -> list[Variant]:
+    """The variants (of one operator, canonical name or alias; of one family)."""
+    vs: Iterable[Variant] = all_variants()
+    if op is not None:
+        from nnsym.ops import get_op
+
+        canonical = get_op(op).name
+        vs = [v for v in vs if v.op == canonical]
+    if family is not None:
+        vs = [v for v in vs if v.family == family]
+    return list(vs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering
+
+
+def render_kernel(v: Variant, target: str, name: str | None = None) -> str:
+    """The kernel of a variant alone (``target`` c or cuda), named ``name`` (default its own)."""
+    kname = name or v.name
+    if target == "c":
+        return C_ENV.get_template(v.spec.template).render(name=kname, **v.ctx)
+    if target == "cuda":
+        return CUDA_ENV.get_template(v.cuda_template).render(name=kname, **v.ctx)
+    raise ValueError(f"target must be one of {TARGETS}, not {target!r}")
+
+
+def prologue(target: str) -> str:
+    if target == "c":
+        return c_prologue()
+    if target == "cuda":
+        return cuda_prologue()
+    raise ValueError(f"target must be one of {TARGETS}, not {target!r}")
+
+
+def header(v: Variant, target: str) -> str:
+    return f"/* nnsym {target} kernel {v.name}: {v.describe()} */\n"
+
+
+def render_source(v: Variant, target: str) -> str:
+    """A self-contained file: a comment naming the variant, the prologue, the kernel."""
+    return "\n".join([header(v, target), prologue(target), render_kernel(v, target)])
+
+
+def render_unit(vs: Sequence[Variant], target: str) -> str:
+    """Several kernels in one translation unit (one prologue)."""
+    parts = [prologue(target)]
+    for v in vs:
+        parts.append(header(v, target))
+        parts.append(render_kernel(v, target))
+    return "\n".join(parts)
+
+
+def suffix(target: str) -> str:
+    return {"c": ".c", "cuda": ".cu"}[target]
+
+
+def write_sources(target: str, out_dir: str | Path, op: str | None = None) -> list[Path]:
+    """Write one self-contained kernel per file (``<name>.c`` or ``<name>.cu``) into
+    ``out_dir``; returns the paths, sorted."""
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {TARGETS}, not {target!r}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for v in variants(op):
+        p = out / (v.name + suffix(target))
+        p.write_text(render_source(v, target))
+        paths.append(p)
+    return paths
+
+
+# ---------------------------------------------------------------------------------------------
+# nvcc compile check (no GPU needed)
+
+ARCHS = ("sm_80", "sm_90")
+# Device code flags of the CUDA kernels: no FMA contraction (the C kernels' -ffp-contract=off),
+# IEEE division and square root and no flush to zero (nvcc's defaults, spelled out).
+DEVICE_FLAGS = ("-fmad=false", "-prec-div=true", "-prec-sqrt=true", "-ftz=false")
+# Warnings are errors, except "pointless comparison of unsigned integer with zero / with a
+# negative constant" (#186, #514): the operators' generic expressions (abs, sign, the integer
+# division guard's `== -1`) compare that way in every dtype, unsigned included.
+NVCC_FLAGS = ("-std=c++17", *DEVICE_FLAGS, "-Werror", "all-warnings",
+              "-diag-suppress", "186,514")
+CHECK_FORMAT = "cuda-check-v1"
+
+
+@functools.lru_cache(maxsize=1)
+def nvcc() -> str | None:
+    path = shutil.which("nvcc")
+    return os.path.realpath(path) if path else None
+
+
+@functools.lru_cache(maxsize=1)
+def nvcc_version() -> str:
+    cc = nvcc()
+    if cc is None:
+        raise FileNotFoundError("nvcc is not on PATH")
+    r = subprocess.run([cc, "--version"], capture_output=True, text=True, check=False)
+    return f"{cc}|{r.stdout.strip()}"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One nvcc run (or cache hit) over a translation unit of kernels for one arch."""
+
+    arch: str
+    names: tuple[str, ...]
+    ok: bool
+    cached: bool
+    seconds: float
+    log: str = ""
+
+
+def unique_specs(vs: Iterable[Variant]) -> list[Variant]:
+    """One variant per distinct kernel spec (operators sharing an expression share kernels)."""
+    seen: set[KernelSpec] = set()
+    out = []
+    for v in vs:
+        if v.spec not in seen:
+            seen.add(v.spec)
+            out.append(v)
+    return out
+
+
+def nvcc_compile(source: str, arch: str, mode: str = "ptx",
+                 out: Path | None = None) -> tuple[bool, str]:
+    """Compile CUDA source with nvcc (``--ptx`` or ``--cubin`` for ``arch``, NVCC_FLAGS);
+    returns (success, the command and nvcc's messages). ``out``: where to keep the result."""
+    cc = nvcc()
+    if cc is None:
+        raise FileNotFoundError("nvcc is not on PATH")
+    with tempfile.TemporaryDirectory(prefix="nnsym-nvcc-") as tmp:
+        src = Path(tmp) / "unit.cu"
+        src.write_text(source)
+        target = out or Path(tmp) / f"unit.{mode}"
+        cmd = [cc, f"--{mode}", f"-arch={arch}", *NVCC_FLAGS, str(src), "-o", str(target)]
+        r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    return r.returncode == 0, f"{' '.join(cmd)}\n{(r.stdout + r.stderr).strip()[:8000]}"
+
+
+def nvcc_check(vs: Sequence[Variant], archs: Sequence[str] = ARCHS, mode: str = "ptx",
+               chunk: int = 128, jobs: int | None = None,
+               cache_dir: Path | None = None) -> list[CheckResult]:
+    """Compile the CUDA kernels of ``vs`` (one per distinct spec) with nvcc for every arch,
+    ``chunk`` kernels per translation unit, ``jobs`` nvcc processes at a time. ``mode``:
+    ``ptx`` (front end and NVVM: every language and type error; ~8 ms a kernel) or ``cubin``
+    (also ptxas, register allocation: ~25-30 ms a kernel). Successful units are remembered
+    under the cache directory, keyed by source, nvcc version, arch, mode and flags."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cc = nvcc()
+    if cc is None:
+        raise FileNotFoundError("nvcc is not on PATH")
+    if mode not in ("ptx", "cubin"):
+        raise ValueError(f"mode must be ptx or cubin, not {mode!r}")
+    todo = sorted(unique_specs(vs), key=lambda v: v.name)
+    units = [todo[i:i + chunk] for i in range(0, len(todo), chunk)]
+    root = (cache_dir or cache_root()) / CHECK_FORMAT
+    version = nvcc_version()
+
+    def run(unit: list[Variant], arch: str) -> CheckResult:
+        source = render_unit(unit, "cuda")
+        names = tuple(v.name for v in unit)
+        key = cache_key(kind="nvcc-check", source=source, nvcc=version, arch=arch, mode=mode,
+                        flags=list(NVCC_FLAGS))
+        marker = root / key[:2] / f"{key}.ok"
+        if marker.is_file():
+            return CheckResult(arch, names, True, True, 0.0)
+        t0 = time.perf_counter()
+        ok, log = nvcc_compile(source, arch, mode)
+        dt = time.perf_counter() - t0
+        if not ok:
+            return CheckResult(arch, names, False, False, dt, log)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmpname = tempfile.mkstemp(prefix=".tmp-", dir=marker.parent)
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{version}\n{arch} {mode} {len(names)} kernels {dt:.2f} s\n")
+        Path(tmpname).replace(marker)  # atomic: a reader sees a whole marker or none
+        return CheckResult(arch, names, True, False, dt)
+
+    n = jobs or max(1, min(os.cpu_count() or 1, 8))
+    with ThreadPoolExecutor(n) as pool:
+        futures = [pool.submit(run, u, a) for u in units for a in archs]
+        return [f.result() for f in futures]
+
+
+def add_codegen_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of ``nnsym codegen`` (for a subcommand parser of nnsym.cli)."""
+    ap.add_argument("--target", choices=TARGETS, required=True,
+                    help="c: the C kernels; cuda: their CUDA twins")
+    ap.add_argument("--out", required=True, type=Path, help="directory to write into")
+    ap.add_argument("--op", help="only this operator's kernels (name or alias)")
+
+
+def run_codegen(args: argparse.Namespace) -> int:
+    """Write the sources ``args`` asks for; 0 on success, 1 when the operator has no kernels in
+    these families, 2 on an unknown operator."""
+    from nnsym.errors import NNSymError
+
+    try:
+        paths = write_sources(args.target, args.out, args.op)
+    except NNSymError as e:
+        print(f"nnsym codegen: {e}", file=sys.stderr)
+        return 2
+    if not paths:
+        print(f"nnsym codegen: operator {args.op} has no kernels in the elementwise families "
+              "(unary, binary/broadcast, unary backward)", file=sys.stderr)
+        return 1
+    print(f"wrote {len(paths)} {args.target} kernels to {args.out}")
+    return 0
+
+
+def cli_main(argv: Sequence[str] | None = None) -> int:
+    """``nnsym codegen --target {c,cuda} --out DIR [--op NAME]``."""
+    ap = argparse.ArgumentParser(
+        prog="nnsym codegen",
+        description="Write the elementwise kernels (unary, binary/broadcast, unary backward) "
+        "as C or CUDA sources, one self-contained kernel per file.")
+    add_codegen_arguments(ap)
+    return run_codegen(ap.parse_args(argv))

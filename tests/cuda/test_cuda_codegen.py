@@ -1,0 +1,143 @@
+"""CUDA code generation for the elementwise families: which variants exist, what they render to,
+the files ``nnsym codegen`` writes."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from nnsym.codegen.spec import CTYPES, KernelSpec
+from nnsym.cuda import codegen as cg
+from nnsym.ops.broadcast_reduce import BROADCAST
+from nnsym.ops.elemwise import BINARY, SCALAR_OPS, UNARY, kernel_expr
+
+
+@pytest.fixture(scope="module")
+def variants():
+    return cg.all_variants()
+
+
+def test_every_family_and_operator_is_enumerated(variants):
+    fams = Counter(v.family for v in variants)
+    assert set(fams) == {"unary", "binary", "backward"}
+    ops = {v.op for v in variants}
+    for row in UNARY:
+        assert row.name in ops
+        if row.grad not in ("0", "g"):
+            assert f"_backward_{row.name}" in ops
+    for row in SCALAR_OPS:
+        assert row.name in ops
+    for name in ("clip", "_contrib_quadratic", "_backward_clip", "_backward_Activation",
+                 "_backward_LeakyReLU", "_backward_LinearRegressionOutput"):
+        assert name in ops
+    for brow in BINARY:
+        assert brow.name in ops
+    for bc in BROADCAST:
+        assert bc.name in ops
+
+
+def test_every_dtype_req_and_inner_mode(variants):
+    per_op = Counter((v.op, v.in_dtype, v.req) for v in variants if v.op == "sigmoid")
+    assert len(per_op) == len(CTYPES) * 2
+    modes = {(v.ctx["nd"], v.ctx["inner"]) for v in variants if v.op == "broadcast_add"}
+    assert {(nd, m) for nd in (1, 2, 3) for m in ("vv", "vs", "sv")} <= modes
+    # integer data with a non-integer scalar computes into float64
+    assert any(v.in_dtype == "int32" and v.out_dtype == "float64"
+               for v in variants if v.op == "_plus_scalar")
+    # parameter-chosen expressions are told apart by the parameter's value
+    names = {v.name for v in variants if v.op == "_backward_Activation"}
+    assert "nnk_backward_Activation_softrelu_float32_write" in names
+
+
+def test_names_are_unique_identifiers(variants):
+    names = [v.name for v in variants]
+    assert len(names) == len(set(names))
+    assert all(re.fullmatch(r"nnk_[A-Za-z0-9_]+", n) for n in names)
+    assert names == sorted(names)
+    # descriptions hold registry identifiers only (no comment terminators, no quotes)
+    assert all(re.fullmatch(r"[A-Za-z0-9_ ,()>\-]+", v.describe()) for v in variants)
+
+
+def test_expressions_come_from_the_operator_tables(variants):
+    """Both targets render the spec's expression, which the operator's lowering chose (the
+    integer division guard included): nothing else supplies expression text."""
+    by_op = {row.name: row.expr for row in UNARY}
+    for v in variants:
+        if v.op in by_op:
+            assert v.expr == kernel_expr(v.op, by_op[v.op], np.dtype(v.out_dtype))
+        c, cu = cg.render_kernel(v, "c"), cg.render_kernel(v, "cuda")
+        assert v.expr in c and v.expr in cu, v.name
+    guarded = [v for v in variants if v.op == "elemwise_div" and v.out_dtype == "int32"]
+    assert guarded and all("== 0 ? 0" in v.expr for v in guarded)
+
+
+def _params(signature: str) -> list[str]:
+    inside = signature[signature.index("(") + 1: signature.rindex(")")]
+    return [p.strip() for p in inside.split(",")]
+
+
+def test_cuda_arguments_are_the_c_arrays_spread_out(variants):
+    """(pointers, then one int64 per ia entry, then one double per fa entry), in order."""
+    for v in cg.unique_specs(variants):
+        text = cg.render_kernel(v, "cuda")
+        assert text.startswith(f'extern "C" __global__ void {v.name}(')
+        params = _params(text.split("\n", 1)[0])
+        kinds = ["p" if "*" in p else "i" if p.startswith("const int64_t") else
+                 "f" if p.startswith("const double") else "?" for p in params]
+        want = ["p"] * len(v.ptr_shapes) + ["i"] * len(v.ia) + ["f"] * len(v.fa)
+        assert kinds == want, (v.name, params)
+
+
+def test_float16_is_half_computed_in_float(variants):
+    v = next(v for v in variants if v.name == "nnk_sigmoid_float16_add")
+    text = cg.render_kernel(v, "cuda")
+    assert "const __half *in, __half *out" in text
+    assert "typedef float T;" in text and "nnsym_f2h(" in text and "nnsym_h2f(in[i])" in text
+    assert "_Float16" not in text
+
+
+def test_unknown_target_and_spec_safety():
+    with pytest.raises(ValueError):
+        cg.prologue("opencl")
+    with pytest.raises(ValueError):
+        KernelSpec.make("elemwise_unary.c.j2", expr='x); system("x"); (x')
+    with pytest.raises(ValueError):
+        KernelSpec.make("elemwise_unary.c.j2", expr="x /* */")
+
+
+def test_write_sources_one_kernel_per_file(tmp_path, variants):
+    for target, suffix in (("c", ".c"), ("cuda", ".cu")):
+        paths = cg.write_sources(target, tmp_path / target, op="sigmoid")
+        want = [v for v in variants if v.op == "sigmoid"]
+        assert [p.name for p in paths] == [v.name + suffix for v in want]
+        for p, v in zip(paths, want):
+            text = p.read_text()
+            assert text.startswith(f"/* nnsym {target} kernel {v.name}: operator sigmoid, ")
+            assert text.count(f"void {v.name}(") == 1
+    # an alias selects its operator
+    assert len(cg.write_sources("cuda", tmp_path / "alias", op="_Plus")) == len(
+        cg.variants("elemwise_add"))
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+def test_written_c_files_compile_on_their_own(tmp_path):
+    paths = cg.write_sources("c", tmp_path, op="_rdiv_scalar")
+    r = subprocess.run(["gcc", "-fsyntax-only", "-std=gnu11", *map(str, paths)],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr[:2000]
+
+
+def test_cli_main(tmp_path, capsys):
+    assert cg.cli_main(["--target", "cuda", "--out", str(tmp_path), "--op", "relu"]) == 0
+    assert "wrote 18 cuda kernels" in capsys.readouterr().out
+    assert len(list(tmp_path.glob("*.cu"))) == 18
+    assert cg.cli_main(["--target", "c", "--out", str(tmp_path / "x"), "--op", "nope"]) == 2
+    assert cg.cli_main(["--target", "c", "--out", str(tmp_path / "y"),
+                        "--op", "FullyConnected"]) == 1
+    with pytest.raises(SystemExit):
+        cg.cli_main(["--target", "opencl", "--out", str(tmp_path)])
