@@ -95,19 +95,6 @@ def test_optimizer_classes_and_adagrad():
 MX_ADAGRAD_EPS05 = [[0.91835034, 0.9057191], [0.9015268, 0.90098524]]
 
 
-@pytest.fixture(params=["c", "numpy"])
-def backend(request, monkeypatch):
-    from nnsym.codegen import compiler
-
-    if request.param == "numpy":
-        monkeypatch.setenv("NNSYM_BACKEND", "numpy")
-    else:
-        monkeypatch.delenv("NNSYM_BACKEND", raising=False)
-    compiler.reset_backend()
-    yield request.param
-    monkeypatch.undo()
-    compiler.reset_backend()
-
 
 def test_sparse_adagrad_matches_mxnet(backend):
     w, h = nd.ones((4, 2)), nd.zeros((4, 2))
@@ -133,11 +120,9 @@ def _run_update(name, w, g, states, lazy):
 @pytest.mark.parametrize("gstype", ["default", "row_sparse"])
 @pytest.mark.parametrize("lazy", [True, False])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_kernel_updates_equal_numpy_formulas(monkeypatch, name, gstype, lazy, dtype):
+def test_kernel_updates_equal_numpy_formulas(switch_backend, name, gstype, lazy, dtype):
     """The C kernels of nnsym.sparse.optim (C backend) and the numpy formulas (numpy backend)
     give the same weights and states, two steps in a row."""
-    from nnsym.codegen import compiler
-
     rng = np.random.default_rng(7)
     w0 = rng.standard_normal((9, 3)).astype(dtype)
     n_states = {"sgd": 0, "sgd_mom": 1, "adam": 2, "adagrad": 1}[name]
@@ -146,19 +131,14 @@ def test_kernel_updates_equal_numpy_formulas(monkeypatch, name, gstype, lazy, dt
     g0[[0, 4, 5]] = 0
     results = []
     for be in ("c", "numpy"):
-        if be == "numpy":
-            monkeypatch.setenv("NNSYM_BACKEND", "numpy")
-        else:
-            monkeypatch.delenv("NNSYM_BACKEND", raising=False)
-        compiler.reset_backend()
+        switch_backend(be)
         w = nd.array(w0, dtype=dtype)
         states = [nd.array(s, dtype=dtype) for s in s0]
         for _ in range(2):
             g = nd.array(g0, dtype=dtype)
             _run_update(name, w, g.tostype(gstype) if gstype != "default" else g, states, lazy)
         results.append([w.asnumpy(), *(s.asnumpy() for s in states)])
-    monkeypatch.delenv("NNSYM_BACKEND", raising=False)
-    compiler.reset_backend()
+    switch_backend("c")
     tol = 1e-5 if dtype == "float32" else 1e-12
     for got, want in zip(*results):
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)

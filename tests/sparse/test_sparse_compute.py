@@ -11,24 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nnsym import nd
-from nnsym.codegen import compiler
 from nnsym.ops.storage import StorageFallbackWarning
 
 SPARSE = ("csr", "row_sparse", "default")
 
-
-@pytest.fixture(params=["c", "numpy"])
-def backend(request, monkeypatch):
-    """Both implementations of the storage-specialised paths: the generated C kernels of
-    nnsym.sparse and the numpy/scipy path of the numpy backend."""
-    if request.param == "numpy":
-        monkeypatch.setenv("NNSYM_BACKEND", "numpy")
-    else:
-        monkeypatch.delenv("NNSYM_BACKEND", raising=False)
-    compiler.reset_backend()
-    yield request.param
-    monkeypatch.undo()
-    compiler.reset_backend()
 
 
 def _dense(rng, shape, density, dtype):

@@ -34,18 +34,6 @@ SETTINGS = settings(max_examples=30, deadline=None,
 FIXTURE = Path(__file__).resolve().parent.parent / "golden" / "mxnet-stype-cases.txt"
 
 
-@pytest.fixture(params=["c", "numpy"])
-def backend(request, monkeypatch):
-    """Both implementations of the fcompute_ex paths: nnsym.sparse's C kernels and numpy."""
-    if request.param == "numpy":
-        monkeypatch.setenv("NNSYM_BACKEND", "numpy")
-    else:
-        monkeypatch.delenv("NNSYM_BACKEND", raising=False)
-    compiler.reset_backend()
-    yield request.param
-    monkeypatch.undo()
-    compiler.reset_backend()
-
 
 def _dense(rng, shape, density, dtype, row_density=1.0):
     """Random values, zero with probability 1 - density, and whole rows zero with probability
