@@ -41,13 +41,43 @@ from nnsym.codegen.render import template_env
 from nnsym.codegen.spec import CTYPES, REQS, KernelCall, KernelSpec, Launch
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
+OPS_DIR = Path(__file__).resolve().parent.parent / "ops"
 
-# C template -> (family, CUDA template)
-FAMILIES: dict[str, tuple[str, str]] = {
-    "elemwise_unary.c.j2": ("unary", "elemwise_unary.cu.j2"),
-    "elemwise_binary.c.j2": ("binary", "elemwise_binary.cu.j2"),
-    "elemwise_backward.c.j2": ("backward", "elemwise_backward.cu.j2"),
+# Short family names of the three elementwise families (the others are named by their C
+# template's file stem: "pool_backward", "dot_gemm"...).
+SHORT_NAMES: dict[str, str] = {
+    "elemwise_unary.c.j2": "unary",
+    "elemwise_binary.c.j2": "binary",
+    "elemwise_backward.c.j2": "backward",
 }
+ELEMWISE = ("unary", "binary", "backward")
+# Families whose CUDA kernels may sum in another order than the C kernel (tree reductions in
+# shared memory, GEMM tiles, another BLAS): their host-shim results are compared with a
+# tolerance. Every other family must agree with C bit for bit (elementwise, gather and
+# scatter-style kernels: each output element is computed in C's order by one thread).
+REORDERING: frozenset[str] = frozenset({
+    "broadcast_reduce_reduce", "broadcast_reduce_backward", "dot_gemm", "conv_im2col",
+    "conv_backward", "conv_batched_fwd", "conv_batched_bwd", "conv_depthwise", "fc_bias_grad",
+    "deconv_bias", "batch_norm", "batch_norm_backward", "softmax", "softmax_backward",
+    "softmax_output_backward", "sparse_defs_square_sum", "lrn", "lrn_backward",
+})
+
+
+def cuda_twin(c_template: str) -> str:
+    """The CUDA template beside a C template (``nn/pool.c.j2`` -> ``nn/pool.cu.j2``)."""
+    assert c_template.endswith(".c.j2"), c_template
+    return c_template[: -len(".c.j2")] + ".cu.j2"
+
+
+@functools.cache
+def has_twin(c_template: str) -> bool:
+    return c_template.endswith(".c.j2") and (OPS_DIR / cuda_twin(c_template)).is_file()
+
+
+def family_of(c_template: str) -> str:
+    return SHORT_NAMES.get(c_template) or Path(c_template).name[: -len(".c.j2")]
+
+
 TARGETS = ("c", "cuda")
 DTYPES: tuple[str, ...] = tuple(CTYPES)
 
@@ -98,8 +128,11 @@ def store(dt: Any, text: str) -> str:
     return f"({cuda_ctype(dt)})({text})"
 
 
-CUDA_ENV = template_env([TEMPLATE_DIR])
-CUDA_ENV.globals.update(cutype=cuda_ctype, load=load, store=store)
+CUDA_ENV = template_env([OPS_DIR, TEMPLATE_DIR])
+# ``ctype`` is the CUDA storage type here (float16: __half, which converts to and from float,
+# double and the integers with the same rounding as C's _Float16 casts), so a CUDA twin can
+# spell its pointer types as its C template does.
+CUDA_ENV.globals.update(cutype=cuda_ctype, ctype=cuda_ctype, load=load, store=store)
 
 
 def cuda_prologue() -> str:
@@ -129,37 +162,45 @@ class Variant:
     fa: tuple[float, ...]
     ptr_shapes: tuple[tuple[int, ...], ...]
     ptr_dtypes: tuple[str, ...]
+    workspace: int = 0  # bytes of the workspace pointer that follows the outputs (0: none)
     name: str = ""
 
     @property
     def family(self) -> str:
-        return FAMILIES[self.spec.template][0]
+        return family_of(self.spec.template)
 
     @property
     def cuda_template(self) -> str:
-        return FAMILIES[self.spec.template][1]
+        return cuda_twin(self.spec.template)
+
+    @property
+    def exact(self) -> bool:
+        """Whether the CUDA kernel must agree with the C kernel bit for bit."""
+        return self.family not in REORDERING
 
     @property
     def ctx(self) -> dict[str, Any]:
         return self.spec.context()
 
     @property
-    def req(self) -> str:
-        return str(self.ctx["req"])
-
-    @property
     def in_dtype(self) -> str:
         c = self.ctx
-        return str(c.get("in_dtype") or c["dtype"])
+        dt = c.get("in_dtype") or c.get("dtype")
+        return str(dt or (self.ptr_dtypes[0] if self.ptr_dtypes else "none"))
 
     @property
     def out_dtype(self) -> str:
         c = self.ctx
-        return str(c.get("out_dtype") or c["dtype"])
+        dt = c.get("out_dtype") or c.get("dtype")
+        return str(dt or (self.ptr_dtypes[-1] if self.ptr_dtypes else "none"))
+
+    @property
+    def req(self) -> str:
+        return str(self.ctx.get("req", "write"))
 
     @property
     def expr(self) -> str:
-        return str(self.ctx["expr"])
+        return str(self.ctx.get("expr", ""))
 
     @property
     def mode(self) -> str:
@@ -219,7 +260,7 @@ def _family_launches(lowered: Any, ins: Sequence[tuple[tuple[int, ...], str]],
                          tuple[Launch, tuple[tuple[tuple[int, ...], str], ...]]]:
     ptrs = (*ins, *outs)
     for ln in lowered.launches:
-        if ln.spec.template not in FAMILIES or ln.workspace:
+        if not has_twin(ln.spec.template):
             continue
         args = tuple(ptrs) if ln.args is None else tuple(ptrs[k] for k in ln.args)
         yield ln, args
@@ -290,7 +331,7 @@ def _backward_calls(op: Any, params: Any, shapes: Sequence[tuple[int, ...]], dty
 
 
 def _lower(op: Any, params: Any, ins: Sequence[tuple[tuple[int, ...], str]],
-           outs: Sequence[tuple[tuple[int, ...], str]], req: str) -> Any:
+           outs: Sequence[tuple[tuple[int, ...], str]], req: str, is_train: bool = False) -> Any:
     from nnsym.ops.registry import DENSE
 
     kernel = op.kernels.get(DENSE)
@@ -298,7 +339,7 @@ def _lower(op: Any, params: Any, ins: Sequence[tuple[tuple[int, ...], str]],
         return None
     call = KernelCall(params, tuple(tuple(s) for s, _ in ins),
                       tuple(np.dtype(t) for _, t in ins), tuple(tuple(s) for s, _ in outs),
-                      tuple(np.dtype(t) for _, t in outs), req)
+                      tuple(np.dtype(t) for _, t in outs), req, is_train=is_train)
     return kernel.lower(call)
 
 
@@ -306,7 +347,7 @@ _SKIP = (ValueError, TypeError, KeyError, AssertionError, IndexError, ZeroDivisi
 
 
 def _is_family_op(op: Any) -> bool:
-    """Whether an operator's examples (forward or gradient) reach the three families."""
+    """Whether an operator's examples (forward or gradient) reach a family with a CUDA twin."""
     from nnsym.errors import NNSymError
     from nnsym.runtime.imperative import infer_one
 
@@ -334,7 +375,7 @@ def _is_family_op(op: Any) -> bool:
 
 @functools.lru_cache(maxsize=1)
 def all_variants() -> tuple[Variant, ...]:
-    """Every variant of the three families, sorted by name (names unique)."""
+    """Every variant of the families with CUDA twins, sorted by name (names unique)."""
     import nnsym.ops  # noqa: F401  (registers every operator)
     from nnsym.errors import NNSymError
     from nnsym.ops import REGISTRY
@@ -347,7 +388,8 @@ def all_variants() -> tuple[Variant, ...]:
         key = (opname, launch.spec)
         if key not in found:
             found[key] = Variant(opname, tag, launch.spec, tuple(launch.ia), tuple(launch.fa),
-                                 tuple(tuple(s) for s, _ in ptrs), tuple(t for _, t in ptrs))
+                                 tuple(tuple(s) for s, _ in ptrs), tuple(t for _, t in ptrs),
+                                 int(launch.workspace))
 
     for name in sorted(REGISTRY):
         op = REGISTRY[name]
@@ -380,13 +422,14 @@ def all_variants() -> tuple[Variant, ...]:
                     except (NNSymError, *_SKIP):
                         back = []
                 for req in REQS:
-                    try:
-                        low = _lower(op, params, ins, outs, req)
-                    except (NNSymError, *_SKIP):
-                        low = None
-                    if low is not None:
-                        for ln, ptrs in _family_launches(low, ins, outs):
-                            add(op.name, tag, ln, ptrs)
+                    for is_train in (False, True):
+                        try:
+                            low = _lower(op, params, ins, outs, req, is_train)
+                        except (NNSymError, *_SKIP):
+                            low = None
+                        if low is not None:
+                            for ln, ptrs in _family_launches(low, ins, outs):
+                                add(op.name, tag, ln, ptrs)
                     for bop, bp, bins, bouts in back:
                         try:
                             blow = _lower(bop, bp, bins, bouts, req)
@@ -424,7 +467,8 @@ def _named(vs: Iterable[Variant]) -> tuple[Variant, ...]:
 
 def _with_name(v: Variant, name: str) -> Variant:
     assert _IDENT.match(name), name
-    return Variant(v.op, v.tag, v.spec, v.ia, v.fa, v.ptr_shapes, v.ptr_dtypes, name)
+    return Variant(v.op, v.tag, v.spec, v.ia, v.fa, v.ptr_shapes, v.ptr_dtypes, v.workspace,
+                   name)
 
 
 def variants(op: str | None = None, family: str | None = None) -> list[Variant]:
@@ -508,9 +552,11 @@ ARCHS = ("sm_80", "sm_90")
 DEVICE_FLAGS = ("-fmad=false", "-prec-div=true", "-prec-sqrt=true", "-ftz=false")
 # Warnings are errors, except "pointless comparison of unsigned integer with zero / with a
 # negative constant" (#186, #514): the operators' generic expressions (abs, sign, the integer
-# division guard's `== -1`) compare that way in every dtype, unsigned included.
+# division guard's `== -1`) compare that way in every dtype, unsigned included; and "declared
+# but never referenced" / "set but never used" (#177, #550): a template reads its parameters
+# from ia/fa up front, and an expression need not use them all.
 NVCC_FLAGS = ("-std=c++17", *DEVICE_FLAGS, "-Werror", "all-warnings",
-              "-diag-suppress", "186,514")
+              "-diag-suppress", "177,186,514,550")
 CHECK_FORMAT = "cuda-check-v1"
 
 

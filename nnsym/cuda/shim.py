@@ -1,19 +1,22 @@
 """Run CUDA kernel source on the CPU: the host shim.
 
-The ``.cu`` text of the elementwise kernels is compiled *unchanged* as C++ with g++, after a
-header that defines the CUDA names the kernels use: ``__global__``/``__device__`` away,
+The ``.cu`` text of the kernels is compiled *unchanged* as C++ with g++, after a header that
+defines the CUDA names the kernels use: ``__global__``/``__device__`` away,
 ``threadIdx``/``blockIdx``/``blockDim``/``gridDim`` as thread-local structs, ``__half`` as a
 struct wrapping ``_Float16`` with round-to-nearest-even conversions (what ``cuda_fp16.h``'s
-``__float2half_rn``, ``__double2half`` and ``__ll2half_rn`` do). Each kernel gets a C-ABI
-launcher ``<name>__host(p, ia, fa, grid, block)`` that spreads the C kernel's ``p``/``ia``/``fa``
-arrays into the kernel's typed arguments (pointers, then integers, then doubles: the CUDA
-kernels' argument convention) and runs every thread of a ``grid`` x ``block`` launch in turn,
-so grid-stride loops and bounds checks run as on a device.
+constructors, ``__float2half_rn``, ``__double2half`` and ``__ll2half_rn`` do),
+``__shared__`` as ``static`` (blocks run one after another), ``__syncthreads`` and the warp
+shuffles as real barriers, atomics as compare-and-swap loops. Each kernel gets a C-ABI launcher
+``<name>__host(p, ia, fa, grid, block, threads)`` that runs the kernel over a ``grid`` x
+``block`` launch with the C kernel's own ``p``/``ia``/``fa`` arrays (the CUDA kernels take
+exactly those), so grid-stride loops and bounds checks run as on a device. Kernels that
+synchronise run a block's threads as OS threads; the others run them one after another.
 
-This checks the kernels' indexing, expressions, dtypes, conversions and write modes against
-the C kernels bit for bit. It does not check CUDA's math library (libdevice differs from glibc
-by a few ulp in transcendental functions), float16 NaN payloads, or anything that needs
-``__syncthreads``/shared memory (no kernel here uses them).
+This checks the kernels' indexing, expressions, dtypes, conversions, write modes and
+reductions against the C kernels (bit for bit where the family computes each element in C's
+order). It does not check CUDA's math library (libdevice differs from glibc by a few ulp in
+transcendental functions), float16 NaN payloads, warp-synchronous code without ``__shfl``/
+``__syncthreads`` (the shim's threads are not in lock step) or timing.
 
 Libraries are cached on disk like the C kernels (``nnsym.codegen.cache``), keyed by the source,
 the C++ compiler's identity and the flags.
@@ -41,65 +44,211 @@ SHIM_HEADER = r"""/* nnsym host shim: CUDA kernel source compiled as C++ on the 
 #define NNSYM_HOST_SHIM 1
 #include <math.h>
 #include <stdint.h>
-#include <tuple>
+#include <string.h>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <type_traits>
+#include <vector>
 #define __global__
 #define __device__
 #define __host__
 #define __forceinline__ inline
 #define __restrict__ __restrict
+#define __launch_bounds__(...)
+/* Blocks run one after another, so a function-scope static is one block's shared memory. */
+#define __shared__ static
+#define warpSize 32
 struct nnsym_dim3 { unsigned x, y, z; };
 static thread_local nnsym_dim3 threadIdx, blockIdx, blockDim, gridDim;
-/* __half: _Float16 storage; conversions round to nearest even (as cuda_fp16.h's _rn ones). */
-struct __half { _Float16 v; };
+/* __half: _Float16 storage; every conversion rounds to nearest even, as cuda_fp16.h's (the
+   constructors from float, double and the integers, __float2half_rn, __double2half...). */
+struct __half {
+    _Float16 v;
+    __half() = default;
+    template <typename X, typename = typename std::enable_if<std::is_arithmetic<X>::value>::type>
+    __half(X x) : v((_Float16)x) {}
+    operator float() const { return (float)v; }
+};
 static inline float __half2float(__half h) { return (float)h.v; }
 static inline __half nnsym_mkhalf(_Float16 v) { __half h; h.v = v; return h; }
 static inline __half __float2half_rn(float v) { return nnsym_mkhalf((_Float16)v); }
+static inline __half __float2half(float v) { return nnsym_mkhalf((_Float16)v); }
 static inline __half __double2half(double v) { return nnsym_mkhalf((_Float16)v); }
 static inline __half __int2half_rn(int v) { return nnsym_mkhalf((_Float16)v); }
 static inline __half __uint2half_rn(unsigned int v) { return nnsym_mkhalf((_Float16)v); }
 static inline __half __ll2half_rn(long long v) { return nnsym_mkhalf((_Float16)v); }
 static inline __half __ull2half_rn(unsigned long long v) { return nnsym_mkhalf((_Float16)v); }
+
+/* Threads of a block run as OS threads (blocks one after another), so __syncthreads and the
+   warp shuffles synchronise for real. A barrier counts the threads still running the kernel:
+   one that has returned no longer holds the others up (as on a device). */
+namespace nnsym_shim {
+struct Barrier {
+    std::mutex m;
+    std::condition_variable cv;
+    int expected = 0, count = 0;
+    long gen = 0;
+    void reset(int n) { std::lock_guard<std::mutex> l(m); expected = n; count = 0; }
+    void wait()
+    {
+        std::unique_lock<std::mutex> l(m);
+        const long g = gen;
+        if (++count >= expected) { count = 0; ++gen; cv.notify_all(); return; }
+        cv.wait(l, [&] { return gen != g; });
+    }
+    void drop()
+    {
+        std::lock_guard<std::mutex> l(m);
+        --expected;
+        if (count > 0 && count >= expected) { count = 0; ++gen; cv.notify_all(); }
+    }
+};
+struct Team {
+    Barrier block, end;
+    Barrier warp[32];
+    uint64_t exchange[1024];
+};
+static thread_local Team *team = nullptr;
+static inline void sync_block()
+{
+    if (team) team->block.wait();
+}
+template <typename T> static inline T shfl_from(T v, int src_lane, bool keep)
+{
+    /* every live lane of the warp publishes its value, then reads its source lane's */
+    static_assert(sizeof(T) <= 8, "shuffled values are at most 8 bytes");
+    if (!team) return v;
+    const unsigned t = threadIdx.x, w = t >> 5;
+    memcpy(&team->exchange[t], &v, sizeof(T));
+    team->warp[w].wait();
+    T r = v;
+    if (!keep) memcpy(&r, &team->exchange[(w << 5) + (unsigned)src_lane], sizeof(T));
+    team->warp[w].wait();
+    return r;
+}
+}  // namespace nnsym_shim
+#define __syncthreads() nnsym_shim::sync_block()
+#define __syncwarp(...) ((void)0)
+#define __threadfence() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+template <typename T> static inline T __shfl_down_sync(unsigned, T v, unsigned d, int width = 32)
+{
+    const int lane = (int)(threadIdx.x & 31u), base = lane & ~(width - 1);
+    const bool keep = (lane - base) + (int)d >= width;
+    return nnsym_shim::shfl_from(v, keep ? lane : lane + (int)d, keep);
+}
+template <typename T> static inline T __shfl_up_sync(unsigned, T v, unsigned d, int width = 32)
+{
+    const int lane = (int)(threadIdx.x & 31u), base = lane & ~(width - 1);
+    const bool keep = (lane - base) < (int)d;
+    return nnsym_shim::shfl_from(v, keep ? lane : lane - (int)d, keep);
+}
+template <typename T> static inline T __shfl_xor_sync(unsigned, T v, int m, int width = 32)
+{
+    const int lane = (int)(threadIdx.x & 31u), base = lane & ~(width - 1);
+    const int src = lane ^ m;
+    const bool keep = src < base || src >= base + width;
+    return nnsym_shim::shfl_from(v, keep ? lane : src, keep);
+}
+template <typename T> static inline T __shfl_sync(unsigned, T v, int src, int width = 32)
+{
+    const int lane = (int)(threadIdx.x & 31u), base = lane & ~(width - 1);
+    return nnsym_shim::shfl_from(v, base + (src & (width - 1)), false);
+}
+/* Atomics: compare-and-swap loops over the value's bits (integers use the builtins). */
+template <typename T> static inline T nnsym_atomic_update(T *addr, T v, int op)
+{
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "atomics on 4- and 8-byte values");
+    typedef typename std::conditional<sizeof(T) == 4, uint32_t, uint64_t>::type U;
+    U *ua = (U *)addr;
+    U old = __atomic_load_n(ua, __ATOMIC_SEQ_CST), nw;
+    T o, n;
+    do {
+        memcpy(&o, &old, sizeof(T));
+        n = op == 0 ? (T)(o + v) : op == 1 ? (o > v ? o : v) : op == 2 ? (o < v ? o : v) : v;
+        memcpy(&nw, &n, sizeof(T));
+    } while (!__atomic_compare_exchange_n(ua, &old, nw, false, __ATOMIC_SEQ_CST,
+                                          __ATOMIC_SEQ_CST));
+    return o;
+}
+template <typename T> static inline T atomicAdd(T *a, T v) { return nnsym_atomic_update(a, v, 0); }
+template <typename T> static inline T atomicMax(T *a, T v) { return nnsym_atomic_update(a, v, 1); }
+template <typename T> static inline T atomicMin(T *a, T v) { return nnsym_atomic_update(a, v, 2); }
+template <typename T> static inline T atomicExch(T *a, T v) { return nnsym_atomic_update(a, v, 3); }
+template <typename T> static inline T atomicCAS(T *a, T cmp, T v)
+{
+    __atomic_compare_exchange_n(a, &cmp, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return cmp;
+}
+template <typename T> static inline T __ldg(const T *p) { return *p; }
 """
 
 SHIM_LAUNCHER = r"""
-/* Launch: the C kernel's (p, ia, fa) spread into the kernel's typed arguments in order
-   (pointers from p, integers from ia, floating-point values from fa), then every thread of a
-   grid x block launch, one after another. */
+/* Launch a kernel over a grid x block (one dimension each). `threads`: 0 runs every thread of
+   a block one after another (kernels without __syncthreads or shuffles); 1 runs a block's
+   threads as OS threads that synchronise for real, blocks one after another. */
 namespace nnsym_shim {
-struct Args {
-    void *const *p; const int64_t *ia; const double *fa;
-    int np, ni, nf;
-};
-template <typename T> T take(Args &s)
+typedef void (*Kernel)(void *const *, const int64_t *, const double *);
+static std::mutex launch_lock;  /* one launch at a time: statics are the shared memory */
+static void launch(Kernel kernel, void *const *p, const int64_t *ia, const double *fa,
+                   unsigned grid, unsigned block, int threads)
 {
-    if constexpr (std::is_pointer<T>::value) return (T)s.p[s.np++];
-    else if constexpr (std::is_integral<T>::value) return (T)s.ia[s.ni++];
-    else return (T)s.fa[s.nf++];
-}
-template <typename... A>
-void launch(void (*kernel)(A...), void *const *p, const int64_t *ia, const double *fa,
-            unsigned grid, unsigned block)
-{
-    Args s{p, ia, fa, 0, 0, 0};
-    std::tuple<A...> args{take<A>(s)...};  /* braced: evaluated left to right */
-    gridDim = {grid, 1, 1};
-    blockDim = {block, 1, 1};
-    for (unsigned b = 0; b < grid; ++b)
-        for (unsigned t = 0; t < block; ++t) {
-            blockIdx = {b, 0, 0};
+    std::lock_guard<std::mutex> guard(launch_lock);
+    if (!threads) {
+        gridDim = {grid, 1, 1};
+        blockDim = {block, 1, 1};
+        for (unsigned b = 0; b < grid; ++b)
+            for (unsigned t = 0; t < block; ++t) {
+                blockIdx = {b, 0, 0};
+                threadIdx = {t, 0, 0};
+                kernel(p, ia, fa);
+            }
+        return;
+    }
+    Team *tm = new Team();
+    const unsigned nwarps = (block + 31) / 32;
+    auto reset = [&] {
+        tm->block.reset((int)block);
+        for (unsigned w = 0; w < nwarps; ++w)
+            tm->warp[w].reset((int)(w + 1 < nwarps ? 32 : block - 32 * w));
+    };
+    reset();
+    tm->end.reset((int)block);
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < block; ++t)
+        pool.emplace_back([=] {
+            team = tm;
+            gridDim = {grid, 1, 1};
+            blockDim = {block, 1, 1};
             threadIdx = {t, 0, 0};
-            std::apply(kernel, args);
-        }
+            for (unsigned b = 0; b < grid; ++b) {
+                blockIdx = {b, 0, 0};
+                kernel(p, ia, fa);
+                tm->block.drop();
+                tm->warp[t >> 5].drop();
+                tm->end.wait();  /* the whole block is done */
+                if (t == 0) reset();
+                tm->end.wait();  /* barriers reset before the next block starts */
+            }
+            team = nullptr;
+        });
+    for (auto &th : pool) th.join();
+    delete tm;
 }
 }  // namespace nnsym_shim
 """
 
-FLAGS = ("-O1", "-fPIC", "-shared", "-std=gnu++17", "-fno-math-errno", "-ffp-contract=off",
-         "-fno-strict-aliasing", "-w")
+FLAGS = ("-O1", "-fPIC", "-shared", "-pthread", "-std=gnu++17", "-fno-math-errno",
+         "-ffp-contract=off", "-fno-strict-aliasing", "-w")
 
 LAUNCH_CDEF = ("void {name}__host(void *const *p, const int64_t *ia, const double *fa, "
-               "unsigned grid, unsigned block);")
+               "unsigned grid, unsigned block, int threads);")
+SYNC_WORDS = ("__syncthreads", "__shfl", "nnsym_block_reduce", "nnsym_warp_reduce")
+
+
+def needs_threads(source: str) -> bool:
+    """Whether a kernel's source synchronises (its threads must run concurrently)."""
+    return any(w in source for w in SYNC_WORDS)
 
 
 class ShimError(NNSymError):
@@ -143,8 +292,8 @@ def shim_source(vs: Sequence[Variant], extra: str = "") -> str:
     parts.append(SHIM_LAUNCHER)
     for v in vs:
         parts.append(f'extern "C" void {v.name}__host(void *const *p, const int64_t *ia, '
-                     f"const double *fa, unsigned grid, unsigned block)\n"
-                     f"{{ nnsym_shim::launch({v.name}, p, ia, fa, grid, block); }}")
+                     f"const double *fa, unsigned grid, unsigned block, int threads)\n"
+                     f"{{ nnsym_shim::launch({v.name}, p, ia, fa, grid, block, threads); }}")
     return "\n".join(parts) + "\n"
 
 
@@ -155,9 +304,11 @@ _LIBS: dict[str, tuple[Any, Any]] = {}
 class ShimLibrary:
     """A loaded shim library: ``launch(name, ptrs, ia, fa)`` runs one kernel on the CPU."""
 
-    def __init__(self, ffi: Any, lib: Any, names: Sequence[str]):
+    def __init__(self, ffi: Any, lib: Any, names: Sequence[str],
+                 threaded: Sequence[str] = ()):
         self.ffi, self.lib = ffi, lib
         self.names = tuple(names)
+        self.threaded = frozenset(threaded)
 
     def launch(self, name: str, ptrs: Sequence[Any], ia: Sequence[int], fa: Sequence[float],
                grid: int = 3, block: int = 32) -> None:
@@ -166,7 +317,15 @@ class ShimLibrary:
         p = ffi.new("void *[]", [ffi.cast("void *", a.ctypes.data) for a in ptrs] or [0])
         iarr = ffi.new("int64_t[]", [int(x) for x in ia] or [0])
         farr = ffi.new("double[]", [float(x) for x in fa] or [0.0])
-        getattr(self.lib, name + "__host")(p, iarr, farr, grid, block)
+        self.launch_raw(name, p, iarr, farr, grid, block)
+
+    def launch_raw(self, name: str, p: Any, ia: Any, fa: Any, grid: int, block: int) -> None:
+        """Launch with cffi pointers (or integer addresses) for p, ia and fa."""
+        if block % 32 and name in self.threaded:
+            raise ShimError(f"kernel {name} synchronises: its block size must be a multiple "
+                            f"of 32, not {block}")
+        getattr(self.lib, name + "__host")(p, ia, fa, grid, block,
+                                           1 if name in self.threaded else 0)
 
 
 def build(vs: Sequence[Variant], extra: str = "", extra_cdef: str = "") -> ShimLibrary:
@@ -177,18 +336,19 @@ def build(vs: Sequence[Variant], extra: str = "", extra_cdef: str = "") -> ShimL
     source = shim_source(vs, extra)
     fl = flags()
     cdef = "\n".join([LAUNCH_CDEF.format(name=v.name) for v in vs] + [extra_cdef])
-    key = cache_key(format=1, kind="cuda-host-shim", source=source, compiler=cxx_id(),
+    key = cache_key(format=2, kind="cuda-host-shim", source=source, compiler=cxx_id(),
                     flags=fl, cdef=cdef)
+    threaded = [v.name for v in vs if needs_threads(render_kernel(v, "cuda"))]
     with _FFI_LOCK:
         if key in _LIBS:
             ffi, lib = _LIBS[key]
-            return ShimLibrary(ffi, lib, [v.name for v in vs])
+            return ShimLibrary(ffi, lib, [v.name for v in vs], threaded)
 
     def compile_into(tmp: Path) -> None:
         src = tmp / "shim.cpp"
         src.write_text(source)
         out = tmp / "lib.so"
-        cmd = [cc, *fl, str(src), "-o", str(out), "-lm"]
+        cmd = [cc, *fl, str(src), "-o", str(out), "-lm", "-lpthread"]
         r = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if r.returncode != 0:
             raise ShimError(f"host shim compile failed (exit {r.returncode}); "
@@ -203,4 +363,4 @@ def build(vs: Sequence[Variant], extra: str = "", extra_cdef: str = "") -> ShimL
     lib = ffi.dlopen(str(entry / "lib.so"))
     with _FFI_LOCK:
         _LIBS[key] = (ffi, lib)
-    return ShimLibrary(ffi, lib, [v.name for v in vs])
+    return ShimLibrary(ffi, lib, [v.name for v in vs], threaded)

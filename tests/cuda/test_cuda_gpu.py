@@ -57,7 +57,7 @@ class Device:
 
     def __init__(self, cupy: Any) -> None:
         self.cupy = cupy
-        self.variants = cg.unique_specs(cg.all_variants())
+        self.variants = cg.unique_specs(v for v in cg.all_variants() if v.family in cg.ELEMWISE)
         self.arch = "sm_" + str(cupy.cuda.Device().compute_capability)
         self.nvrtc = cg.nvcc() is None
         units = [self.variants[i:i + UNIT] for i in range(0, len(self.variants), UNIT)]

@@ -48,7 +48,7 @@ def test_the_check_catches_errors(tmp_path):
     good = next(v for v in cg.all_variants() if v.name == "nnk_relu_float32_write")
     spec = KernelSpec.make(good.spec.template, **{**good.ctx, "expr": "no_such_function(x)"})
     bad = cg.Variant(good.op, "", spec, good.ia, good.fa, good.ptr_shapes, good.ptr_dtypes,
-                     "nnk_broken")
+                     name="nnk_broken")
     for _ in range(2):
         (res,) = cg.nvcc_check([bad], archs=("sm_80",), cache_dir=tmp_path)
         assert not res.ok and not res.cached and "no_such_function" in res.log

@@ -45,7 +45,7 @@ class Builds:
     kernels through nnsym's compiler, the scalar-libm C build of the libmvec-affected ones."""
 
     def __init__(self) -> None:
-        self.variants = cg.unique_specs(cg.all_variants())
+        self.variants = cg.unique_specs(v for v in cg.all_variants() if v.family in cg.ELEMWISE)
         vm = compiler.vector_math()
         self.affected = [v for v in self.variants if calls_any(v.expr, vm)]
         self.affected_names = {v.name for v in self.affected}
