@@ -490,7 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
     from nnsym.cuda.codegen import add_codegen_arguments, run_codegen
 
     pg = sub.add_parser("codegen", help="write the generated kernel sources (C or CUDA), one "
-                        "kernel per file (elementwise families so far)")
+                        "kernel per file (every kernel variant, dense and sparse)")
     add_codegen_arguments(pg)
     pg.set_defaults(func=run_codegen)
     pd = sub.add_parser("demo", help="build an MLP and a small conv net, infer, print, dump JSON")

@@ -10,13 +10,15 @@ shuffles as real barriers, atomics as compare-and-swap loops. Each kernel gets a
 ``<name>__host(p, ia, fa, grid, block, threads)`` that runs the kernel over a ``grid`` x
 ``block`` launch with the C kernel's own ``p``/``ia``/``fa`` arrays (the CUDA kernels take
 exactly those), so grid-stride loops and bounds checks run as on a device. Kernels that
-synchronise run a block's threads as OS threads; the others run them one after another.
+synchronise run a block's threads as fibers (``ucontext``) that switch at every barrier; the
+others run them one after another.
 
 This checks the kernels' indexing, expressions, dtypes, conversions, write modes and
 reductions against the C kernels (bit for bit where the family computes each element in C's
 order). It does not check CUDA's math library (libdevice differs from glibc by a few ulp in
 transcendental functions), float16 NaN payloads, warp-synchronous code without ``__shfl``/
-``__syncthreads`` (the shim's threads are not in lock step) or timing.
+``__syncthreads`` (the shim's threads do not run in lock step), races (fibers switch only at
+barriers) or timing.
 
 Libraries are cached on disk like the C kernels (``nnsym.codegen.cache``), keyed by the source,
 the C++ compiler's identity and the flags.
@@ -45,9 +47,8 @@ SHIM_HEADER = r"""/* nnsym host shim: CUDA kernel source compiled as C++ on the 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-#include <condition_variable>
+#include <ucontext.h>
 #include <mutex>
-#include <thread>
 #include <type_traits>
 #include <vector>
 #define __global__
@@ -80,39 +81,43 @@ static inline __half __uint2half_rn(unsigned int v) { return nnsym_mkhalf((_Floa
 static inline __half __ll2half_rn(long long v) { return nnsym_mkhalf((_Float16)v); }
 static inline __half __ull2half_rn(unsigned long long v) { return nnsym_mkhalf((_Float16)v); }
 
-/* Threads of a block run as OS threads (blocks one after another), so __syncthreads and the
-   warp shuffles synchronise for real. A barrier counts the threads still running the kernel:
-   one that has returned no longer holds the others up (as on a device). */
+/* The threads of a block run as fibers (ucontext) on one OS thread, blocks one after another:
+   __syncthreads and the warp shuffles switch between them for real, cheaply and
+   deterministically. A barrier counts the fibers still running the kernel: one that has
+   returned no longer holds the others up (as on a device). */
 namespace nnsym_shim {
-struct Barrier {
-    std::mutex m;
-    std::condition_variable cv;
-    int expected = 0, count = 0;
-    long gen = 0;
-    void reset(int n) { std::lock_guard<std::mutex> l(m); expected = n; count = 0; }
-    void wait()
-    {
-        std::unique_lock<std::mutex> l(m);
-        const long g = gen;
-        if (++count >= expected) { count = 0; ++gen; cv.notify_all(); return; }
-        cv.wait(l, [&] { return gen != g; });
-    }
-    void drop()
-    {
-        std::lock_guard<std::mutex> l(m);
-        --expected;
-        if (count > 0 && count >= expected) { count = 0; ++gen; cv.notify_all(); }
-    }
-};
+typedef void (*Kernel)(void *const *, const int64_t *, const double *);
 struct Team {
-    Barrier block, end;
-    Barrier warp[32];
+    unsigned n = 0, cur = 0, live = 0, warp_live[32] = {};
+    unsigned block_count = 0, warp_count[32] = {};
+    long block_gen = 0, warp_gen[32] = {};
+    ucontext_t main;
+    std::vector<ucontext_t> ctx;
+    std::vector<char> done;
+    Kernel kernel = nullptr;
+    void *const *p = nullptr;
+    const int64_t *ia = nullptr;
+    const double *fa = nullptr;
     uint64_t exchange[1024];
 };
-static thread_local Team *team = nullptr;
+static Team *team = nullptr;
+static inline void yield_fiber() { swapcontext(&team->ctx[team->cur], &team->main); }
 static inline void sync_block()
 {
-    if (team) team->block.wait();
+    if (!team) return;
+    const long g = team->block_gen;
+    if (++team->block_count >= team->live) { team->block_count = 0; ++team->block_gen; return; }
+    while (team->block_gen == g) yield_fiber();
+}
+static inline void sync_warp(unsigned w)
+{
+    const long g = team->warp_gen[w];
+    if (++team->warp_count[w] >= team->warp_live[w]) {
+        team->warp_count[w] = 0;
+        ++team->warp_gen[w];
+        return;
+    }
+    while (team->warp_gen[w] == g) yield_fiber();
 }
 template <typename T> static inline T shfl_from(T v, int src_lane, bool keep)
 {
@@ -121,10 +126,10 @@ template <typename T> static inline T shfl_from(T v, int src_lane, bool keep)
     if (!team) return v;
     const unsigned t = threadIdx.x, w = t >> 5;
     memcpy(&team->exchange[t], &v, sizeof(T));
-    team->warp[w].wait();
+    sync_warp(w);
     T r = v;
     if (!keep) memcpy(&r, &team->exchange[(w << 5) + (unsigned)src_lane], sizeof(T));
-    team->warp[w].wait();
+    sync_warp(w);
     return r;
 }
 }  // namespace nnsym_shim
@@ -186,17 +191,33 @@ template <typename T> static inline T __ldg(const T *p) { return *p; }
 SHIM_LAUNCHER = r"""
 /* Launch a kernel over a grid x block (one dimension each). `threads`: 0 runs every thread of
    a block one after another (kernels without __syncthreads or shuffles); 1 runs a block's
-   threads as OS threads that synchronise for real, blocks one after another. */
+   threads as fibers that synchronise for real, blocks one after another. */
 namespace nnsym_shim {
-typedef void (*Kernel)(void *const *, const int64_t *, const double *);
 static std::mutex launch_lock;  /* one launch at a time: statics are the shared memory */
+static void fiber_entry()
+{
+    Team *tm = team;
+    tm->kernel(tm->p, tm->ia, tm->fa);
+    tm->done[tm->cur] = 1;  /* returns to tm->main through uc_link */
+}
+static void release_if_complete(Team *tm, unsigned w)
+{
+    if (tm->block_count > 0 && tm->block_count >= tm->live) {
+        tm->block_count = 0;
+        ++tm->block_gen;
+    }
+    if (tm->warp_count[w] > 0 && tm->warp_count[w] >= tm->warp_live[w]) {
+        tm->warp_count[w] = 0;
+        ++tm->warp_gen[w];
+    }
+}
 static void launch(Kernel kernel, void *const *p, const int64_t *ia, const double *fa,
                    unsigned grid, unsigned block, int threads)
 {
     std::lock_guard<std::mutex> guard(launch_lock);
+    gridDim = {grid, 1, 1};
+    blockDim = {block, 1, 1};
     if (!threads) {
-        gridDim = {grid, 1, 1};
-        blockDim = {block, 1, 1};
         for (unsigned b = 0; b < grid; ++b)
             for (unsigned t = 0; t < block; ++t) {
                 blockIdx = {b, 0, 0};
@@ -205,34 +226,46 @@ static void launch(Kernel kernel, void *const *p, const int64_t *ia, const doubl
             }
         return;
     }
+    const size_t stack_bytes = 256 * 1024;
     Team *tm = new Team();
+    tm->n = block;
+    tm->kernel = kernel; tm->p = p; tm->ia = ia; tm->fa = fa;
+    tm->ctx.resize(block);
+    tm->done.assign(block, 0);
+    std::vector<char> stacks((size_t)block * stack_bytes);
+    team = tm;
     const unsigned nwarps = (block + 31) / 32;
-    auto reset = [&] {
-        tm->block.reset((int)block);
-        for (unsigned w = 0; w < nwarps; ++w)
-            tm->warp[w].reset((int)(w + 1 < nwarps ? 32 : block - 32 * w));
-    };
-    reset();
-    tm->end.reset((int)block);
-    std::vector<std::thread> pool;
-    for (unsigned t = 0; t < block; ++t)
-        pool.emplace_back([=] {
-            team = tm;
-            gridDim = {grid, 1, 1};
-            blockDim = {block, 1, 1};
-            threadIdx = {t, 0, 0};
-            for (unsigned b = 0; b < grid; ++b) {
-                blockIdx = {b, 0, 0};
-                kernel(p, ia, fa);
-                tm->block.drop();
-                tm->warp[t >> 5].drop();
-                tm->end.wait();  /* the whole block is done */
-                if (t == 0) reset();
-                tm->end.wait();  /* barriers reset before the next block starts */
+    for (unsigned b = 0; b < grid; ++b) {
+        blockIdx = {b, 0, 0};
+        tm->live = block;
+        tm->block_count = 0;
+        for (unsigned w = 0; w < nwarps; ++w) {
+            tm->warp_live[w] = w + 1 < nwarps ? 32 : block - 32 * w;
+            tm->warp_count[w] = 0;
+        }
+        for (unsigned t = 0; t < block; ++t) {
+            getcontext(&tm->ctx[t]);
+            tm->ctx[t].uc_stack.ss_sp = &stacks[(size_t)t * stack_bytes];
+            tm->ctx[t].uc_stack.ss_size = stack_bytes;
+            tm->ctx[t].uc_link = &tm->main;
+            makecontext(&tm->ctx[t], fiber_entry, 0);
+            tm->done[t] = 0;
+        }
+        while (tm->live > 0) {
+            for (unsigned t = 0; t < block; ++t) {
+                if (tm->done[t]) continue;
+                tm->cur = t;
+                threadIdx = {t, 0, 0};
+                swapcontext(&tm->main, &tm->ctx[t]);
+                if (tm->done[t]) {
+                    --tm->live;
+                    --tm->warp_live[t >> 5];
+                    release_if_complete(tm, t >> 5);
+                }
             }
-            team = nullptr;
-        });
-    for (auto &th : pool) th.join();
+        }
+    }
+    team = nullptr;
     delete tm;
 }
 }  // namespace nnsym_shim
@@ -330,19 +363,25 @@ class ShimLibrary:
 
 def build(vs: Sequence[Variant], extra: str = "", extra_cdef: str = "") -> ShimLibrary:
     """Compile (or find in the cache) and load the shim of some variants."""
+    threaded = [v.name for v in vs if needs_threads(render_kernel(v, "cuda"))]
+    ffi, lib = load_source(shim_source(vs, extra), [v.name for v in vs], "cuda-host-shim",
+                           extra_cdef)
+    return ShimLibrary(ffi, lib, [v.name for v in vs], threaded)
+
+
+def load_source(source: str, names: Sequence[str], kind: str,
+                extra_cdef: str = "") -> tuple[Any, Any]:
+    """Compile (or find in the disk cache) a shim translation unit whose kernels ``names``
+    have launchers (``NAME__host``); returns cffi's (ffi, lib)."""
     cc = cxx()
     if cc is None:
         raise ShimError("no C++ compiler found (set CXX or install g++)")
-    source = shim_source(vs, extra)
     fl = flags()
-    cdef = "\n".join([LAUNCH_CDEF.format(name=v.name) for v in vs] + [extra_cdef])
-    key = cache_key(format=2, kind="cuda-host-shim", source=source, compiler=cxx_id(),
-                    flags=fl, cdef=cdef)
-    threaded = [v.name for v in vs if needs_threads(render_kernel(v, "cuda"))]
+    cdef = "\n".join([LAUNCH_CDEF.format(name=n) for n in names] + [extra_cdef])
+    key = cache_key(format=3, kind=kind, source=source, compiler=cxx_id(), flags=fl, cdef=cdef)
     with _FFI_LOCK:
         if key in _LIBS:
-            ffi, lib = _LIBS[key]
-            return ShimLibrary(ffi, lib, [v.name for v in vs], threaded)
+            return _LIBS[key]
 
     def compile_into(tmp: Path) -> None:
         src = tmp / "shim.cpp"
@@ -363,4 +402,4 @@ def build(vs: Sequence[Variant], extra: str = "", extra_cdef: str = "") -> ShimL
     lib = ffi.dlopen(str(entry / "lib.so"))
     with _FFI_LOCK:
         _LIBS[key] = (ffi, lib)
-    return ShimLibrary(ffi, lib, [v.name for v in vs], threaded)
+    return ffi, lib

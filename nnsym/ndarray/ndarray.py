@@ -107,7 +107,9 @@ class NDArray:
     def copyto(self, other: NDArray | Context) -> NDArray:
         if isinstance(other, Context):
             if other.device_type == "gpu":
-                raise NNSymError("gpu contexts are not supported yet (CUDA backend issue)")
+                from nnsym.ndarray.gpu import to_gpu
+
+                return to_gpu(self._data, other)
             return NDArray(self._data.copy(), other)
         if not isinstance(other, NDArray):
             raise TypeError(f"copyto expects an NDArray or a Context, not {type(other).__name__}")
@@ -117,6 +119,11 @@ class NDArray:
             raise ShapeError(
                 f"copyto: shape mismatch, source {self.shape} and destination {other.shape}"
             )
+        if other.context.device_type == "gpu":
+            from nnsym.ndarray.gpu import to_gpu
+
+            to_gpu(self.asnumpy(), other.context).copyto(other)
+            return other
         if type(other) is not NDArray:  # a sparse destination keeps its storage type
             from nnsym.ndarray.sparse import _assign
 
@@ -269,7 +276,7 @@ def array(source: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray
         res: NDArray = sparse.array(source, ctx, dtype)
         return res
     if isinstance(source, NDArray):
-        src = source._data
+        src = source.asnumpy() if source.context.device_type == "gpu" else source._data
         dt = dtype_of(dtype) if dtype is not None else src.dtype
     elif isinstance(source, np.ndarray):
         src = source
@@ -281,7 +288,7 @@ def array(source: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray
         except (TypeError, ValueError) as e:
             raise DTypeError(f"cannot make an NDArray from {type(source).__name__}: {e}") from None
     data = np.array(src, dtype=dt, copy=True, order="C")
-    return NDArray(data, ctx)
+    return _on(data, ctx)
 
 
 def _shape_arg(shape: Any) -> tuple[int, ...]:
@@ -293,8 +300,17 @@ def _shape_arg(shape: Any) -> tuple[int, ...]:
     return t
 
 
+def _on(data: np.ndarray, ctx: Context | None) -> NDArray:
+    """A new array holding ``data`` on ``ctx`` (uploaded where ctx is a gpu)."""
+    if ctx is not None and ctx.device_type == "gpu":
+        from nnsym.ndarray.gpu import to_gpu
+
+        return to_gpu(data, ctx)
+    return NDArray(data, ctx)
+
+
 def empty(shape: Any, ctx: Context | None = None, dtype: Any = "float32") -> NDArray:
-    return NDArray(np.empty(_shape_arg(shape), dtype_of(dtype)), ctx)
+    return _on(np.empty(_shape_arg(shape), dtype_of(dtype)), ctx)
 
 
 def zeros(shape: Any, ctx: Context | None = None, dtype: Any = "float32", **kw: Any) -> NDArray:
@@ -304,15 +320,15 @@ def zeros(shape: Any, ctx: Context | None = None, dtype: Any = "float32", **kw: 
 
         out: NDArray = sparse.zeros(stype, shape, ctx, dtype)
         return out
-    return NDArray(np.zeros(_shape_arg(shape), dtype_of(dtype)), ctx)
+    return _on(np.zeros(_shape_arg(shape), dtype_of(dtype)), ctx)
 
 
 def ones(shape: Any, ctx: Context | None = None, dtype: Any = "float32") -> NDArray:
-    return NDArray(np.ones(_shape_arg(shape), dtype_of(dtype)), ctx)
+    return _on(np.ones(_shape_arg(shape), dtype_of(dtype)), ctx)
 
 
 def full(shape: Any, val: Any, ctx: Context | None = None, dtype: Any = "float32") -> NDArray:
-    return NDArray(np.full(_shape_arg(shape), val, dtype_of(dtype)), ctx)
+    return _on(np.full(_shape_arg(shape), val, dtype_of(dtype)), ctx)
 
 
 def arange(start: float, stop: float | None = None, step: float = 1.0, repeat: int = 1,
@@ -320,7 +336,7 @@ def arange(start: float, stop: float | None = None, step: float = 1.0, repeat: i
     a = np.arange(start, stop, step, dtype=np.float64)
     if repeat > 1:
         a = np.repeat(a, repeat)
-    return NDArray(np.ascontiguousarray(a.astype(dtype_of(dtype))), ctx)
+    return _on(np.ascontiguousarray(a.astype(dtype_of(dtype))), ctx)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -335,6 +351,10 @@ def invoke(op: OpDef | str, inputs: Sequence[NDArray], params: dict[str, Any],
     have dispatched already)."""
     if isinstance(op, str):
         op = get_op(op)
+    if any(isinstance(a, NDArray) and a._ctx.device_type == "gpu" for a in inputs):
+        from nnsym.ndarray.gpu import invoke_gpu
+
+        return invoke_gpu(op, inputs, params, out)
     if storage_rules and (any(type(a) is not NDArray for a in inputs) or (
             out is not None and any(type(t) is not NDArray
                                     for t in ([out] if isinstance(out, NDArray) else out)))

@@ -481,6 +481,9 @@ def binary_grad_launch(call: KernelCall, lhs: tuple[int, ...], rhs: tuple[int, .
     """The gradients of a broadcasting two-input elementwise function over the output
     gradient's space: ``exprs`` (in g, a, b, y) summed into lhs-shaped and rhs-shaped outputs.
     p = [g, a, b, (y), da, db]; ``reqs`` default to the node's output write modes."""
+    from nnsym.ops.grad import refuse_integer_division
+
+    refuse_integer_division("a broadcasting operator's gradient", exprs, call.out_dtypes[0])
     rows = broadcast_rows(call.in_shapes[0], lhs, rhs)
     req_a, req_b = reqs if reqs is not None else (call.out_req(0), call.out_req(1))
     return _grad_launch("binary", call, rows, (size(lhs), size(rhs)), expr_a=exprs[0],
@@ -549,6 +552,9 @@ def _reduce_backward(expr: str, mean: bool = False) -> Any:
         p = call.params
         if getattr(p, "out_dtype", None) is not None and call.in_dtypes[0] != call.out_dtypes[0]:
             raise OperatorParamError("the gradient of norm with out_dtype is not supported yet")
+        from nnsym.ops.grad import refuse_integer_division
+
+        refuse_integer_division("a reduction's gradient", (expr,), call.out_dtypes[0])
         data = call.in_shapes[1]
         kept = tuple(d or 0 for d in reduce_out_shape(data, p.axis, True,
                                                       getattr(p, "exclude", False)))

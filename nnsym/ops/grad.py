@@ -17,7 +17,10 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.errors import DTypeError
 from nnsym.graph import Entry, Node
 from nnsym.ops.params import NoParams, Params
 from nnsym.ops.registry import (
@@ -102,6 +105,8 @@ def unary_gradient(name: str, expr: str | Callable[[Any], str], params: type[Par
         if n == 0:
             return Lowered()
         ux, uy = reads(call.params)
+        refuse_integer_division(f"operator _backward_{name}", (expr_of(call.params),),
+                                 call.out_dtypes[0])
         spec = KernelSpec.make("elemwise_backward.c.j2", expr=expr_of(call.params),
                                fparams=fparams, uses_x=ux, uses_y=uy,
                                dtype=call.out_dtypes[0].name, req=call.req)
@@ -152,6 +157,17 @@ def unary_gradient(name: str, expr: str | Callable[[Any], str], params: type[Par
     return grad
 
 
+def refuse_integer_division(what: str, exprs: Sequence[str], dtype: np.dtype) -> None:
+    """Integer gradients whose derivative divides (``g / x``, ``-g * a / (b * b)``) would trap
+    (SIGFPE) on a zero divisor in C and CUDA alike, and their truncated quotients are not a
+    gradient anyone wants: refused with a clear error."""
+    if np.dtype(dtype).kind in "iub" and any("/" in e or "%" in e for e in exprs):
+        raise DTypeError(
+            f"{what}: the gradient in integer dtype {np.dtype(dtype).name} divides "
+            f"({'; '.join(exprs)}), which is undefined where a divisor is 0; compute the "
+            "gradient in a floating-point dtype (cast the inputs to float32)")
+
+
 def binary_gradient(name: str, exprs: tuple[str, str]) -> GradFn:
     """The gradient of a same-shape two-input elementwise operator from its two derivative
     expressions (in g, a, b, y); ``("g", "g")`` passes the output gradient to both inputs with
@@ -164,6 +180,7 @@ def binary_gradient(name: str, exprs: tuple[str, str]) -> GradFn:
         n = size(call.out_shapes[0])
         if n == 0:
             return Lowered()
+        refuse_integer_division(f"operator _backward_{name}", exprs, call.out_dtypes[0])
         spec = KernelSpec.make("elemwise_backward2.c.j2", expr_a=exprs[0], expr_b=exprs[1],
                                uses_y=uses_y, dtype=call.out_dtypes[0].name,
                                req_a=call.out_req(0), req_b=call.out_req(1))

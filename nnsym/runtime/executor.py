@@ -89,9 +89,14 @@ class Executor:
         self._symbol = symbol
         self._infer_grad_stypes = infer_grad_stypes
         self._ctx = ctx or cpu()
-        if self._ctx.device_type != "cpu":
-            raise NNSymError("only cpu contexts can be bound here (the CUDA backend comes later)")
-        if compiler.backend() != "c":
+        self._gpu: Any = None  # the CUDA backend when bound on a gpu context
+        if self._ctx.device_type == "gpu":
+            from nnsym.cuda.runtime import backend
+
+            self._gpu = backend()
+        elif self._ctx.device_type != "cpu":
+            raise NNSymError(f"cannot bind on {self._ctx}: use a cpu or gpu context")
+        elif compiler.backend() != "c":
             raise NNSymError(
                 "binding a graph needs generated kernels, and this process runs the numpy "
                 "backend (NNSYM_BACKEND=numpy or no C compiler): install gcc (or set CC) and "
@@ -106,6 +111,16 @@ class Executor:
             for a in arrs:
                 if not isinstance(a, NDArray):
                     raise BindError(f"{what}: expected NDArrays, got {type(a).__name__}")
+        on_gpu = [a for a in [*self.arg_arrays, *self.aux_arrays, *grads] if a is not None
+                   and a.context.device_type == "gpu"]
+        if self._gpu is not None and (len(on_gpu) != len(
+                [a for a in [*self.arg_arrays, *self.aux_arrays, *grads] if a is not None])
+                or any(a.context != self._ctx for a in on_gpu)):
+            raise BindError(f"binding on {self._ctx}: every argument, auxiliary state and "
+                            "gradient array must be on that device (as_in_context)")
+        if self._gpu is None and on_gpu:
+            raise BindError(f"binding on {self._ctx}: arrays on {on_gpu[0].context} given; "
+                            "bind on that gpu context or copy them to the cpu")
         self._reqs = _reqs(grad_req, arg_names, grads)
         self.grad_arrays: list[NDArray | None] = [
             g if r != "null" else None for g, r in zip(grads, self._reqs)
@@ -197,6 +212,11 @@ class Executor:
                 or any(e in sparse_eids for e in idx.output_entries(nid)))
         }
         self._stypes, self._modes = stypes, modes
+        if self._gpu is not None and py_nodes:
+            bad = idx.nodes[min(py_nodes)]
+            raise NNSymError(
+                f"node {bad.name!r} ({bad.op.name if bad.op else '?'}): sparse storage "
+                f"or storage-type dispatch is not supported on {self._ctx} yet; bind on the cpu")
 
         # Write modes: gradient outputs take the user's request, everything else writes.
         grad_eids = [idx.entry_id(e) for e in grads]
@@ -250,7 +270,10 @@ class Executor:
                               tuple(dtypes[e] for e in ins), tuple(shapes[e] for e in outs),
                               tuple(dtypes[e] for e in outs), req,
                               None if len(set(reqs)) == 1 else reqs)
-            low = kernel.lower(call)
+            try:
+                low = kernel.lower(call)
+            except NNSymError as e:  # name the node: a lowering sees only shapes and dtypes
+                raise type(e)(f"node {node.name!r} ({node.op.name}): {e}") from None
             lowered[nid] = (call, low)
             if node.op.train_mode:
                 train_lowered[nid] = kernel.lower(dataclasses.replace(call, is_train=True))
@@ -274,8 +297,10 @@ class Executor:
             if hn is not None and id(hn) in in_graph:
                 eid = idx.row_ptr[idx.node_id(hn)]
                 head = np.zeros(shapes[eid], dtypes[eid])
+                if self._gpu is not None:
+                    head = self._gpu.from_host(head)
                 arrays[eid] = head
-                self._head_arrays.append(NDArray(head, self._ctx))
+                self._head_arrays.append(self._nd(head))
             else:
                 self._head_arrays.append(None)
         wanted = [(name, gnd) for name, gnd, r in
@@ -290,7 +315,9 @@ class Executor:
                 )
             if eid in external and gnd.stype == "default":
                 arrays[eid] = gnd._data
-        self._pools = _pools(self._plan.block_bytes, shared_pools)
+        self._pools = (_pools(self._plan.block_bytes, shared_pools) if self._gpu is None
+                       else [self._gpu.empty((max(b, 1),), np.dtype(np.uint8))
+                             for b in self._plan.block_bytes])
         for nid, node in enumerate(idx.nodes):
             if node.op is None:
                 continue
@@ -303,13 +330,20 @@ class Executor:
                     arrays[o] = src.reshape(shapes[o])
                 elif b >= 0:
                     cnt = int(np.prod(shapes[o], dtype=np.int64))
-                    arrays[o] = np.frombuffer(self._pools[b], dtypes[o], cnt).reshape(shapes[o])
+                    if self._gpu is not None:
+                        arrays[o] = self._gpu.view(self._pools[b], dtypes[o], shapes[o])
+                    else:
+                        arrays[o] = np.frombuffer(self._pools[b], dtypes[o],
+                                                  cnt).reshape(shapes[o])
         self._arrays = arrays
 
         # Kernels: one build for all, then prebound calls.
         specs = [ln.spec for _, low in lowered.values() for ln in low.launches]
         specs += [ln.spec for low in train_lowered.values() for ln in low.launches]
-        fn_of = {sp.name: fn for sp, fn in zip(specs, compiler.functions(specs))}
+        if self._gpu is not None:
+            fn_of = self._gpu.functions(specs) if specs else {}
+        else:
+            fn_of = {sp.name: fn for sp, fn in zip(specs, compiler.functions(specs))}
         self._workspaces: list[np.ndarray] = []
         self._keep: list[Any] = []
         self._seeds: list[tuple[Any, int]] = []  # (fa, slot) to reseed before a training run
@@ -319,6 +353,22 @@ class Executor:
             outs = [o for oi, o in enumerate(idx.output_entries(nid))
                     if oi not in views.get(nid, {})]
             ptrs = [arrays[e] for e in ins] + [arrays[o] for o in outs]
+            if self._gpu is not None:
+                be = self._gpu
+                work = max([int(np.prod(shapes[o], dtype=np.int64)) for o in outs] + [1])
+                for ln in low.launches:
+                    mine_g = ptrs if ln.args is None else [ptrs[i] for i in ln.args]
+                    addrs = [be.ptr(a) for a in mine_g]
+                    if ln.workspace:
+                        ws_d = be.empty((int(ln.workspace),), np.dtype(np.uint8))
+                        self._workspaces.append(ws_d)
+                        addrs.append(be.ptr(ws_d))
+                    fa_l = list(ln.fa)
+                    if ln.seed_slot is not None:
+                        self._seeds.append((fa_l, ln.seed_slot))
+                    target.append(_GpuLaunch(be, fn_of[ln.spec.name], addrs, list(ln.ia),
+                                             fa_l, work))
+                return
             for ln in low.launches:
                 fn = fn_of[ln.spec.name]
                 mine = ptrs if ln.args is None else [ptrs[i] for i in ln.args]
@@ -390,7 +440,7 @@ class Executor:
                 if o in deliver:
                     planned = arrays[o]
                     assert planned is not None
-                    mine.append(_delivery(NDArray(planned, self._ctx), *deliver[o]))
+                    mine.append(_delivery(self._nd(planned), *deliver[o]))
             (infer_list if forward else bwd_calls).extend(mine)
             if nid in train_lowered:
                 prebind(nid, train_lowered[nid], train_list if forward else bwd_train)
@@ -399,13 +449,22 @@ class Executor:
         # Runs of kernel calls as arrays for one foreign call each (nnsym_run_list), Python
         # steps between them; a dense graph is one run. The backward lists differ where a
         # backward operator has a training form (BatchNorm's).
-        self._run = compiler.runner()
-        self._packed = {name: _segments(calls) for name, calls in (
+        self._run = compiler.runner() if self._gpu is None else None
+        pack = _segments if self._gpu is None else list
+        self._packed = {name: pack(calls) for name, calls in (
             ("infer", infer_list), ("train", train_list), ("bwd", bwd_calls),
             ("bwd_train", bwd_train))}
         self._last_train = False
-        self.outputs = [obj(e) if stypes[e] != SType.DEFAULT else NDArray(arrays[e], self._ctx)  # type: ignore[arg-type]
+        self.outputs = [obj(e) if stypes[e] != SType.DEFAULT else self._nd(arrays[e])
                         for e in idx.outputs[: len(outputs)]]
+
+    def _nd(self, data: Any) -> NDArray:
+        """An NDArray over planned memory of this executor's device."""
+        if self._gpu is not None:
+            from nnsym.ndarray.gpu import GPUNDArray
+
+            return GPUNDArray(data, self._ctx)
+        return NDArray(data, self._ctx)
 
     def _own_gradient_entries(self, grads: list[Entry]) -> list[Entry]:
         """Each gradient output must be a node output this executor can write into the caller's
@@ -438,7 +497,9 @@ class Executor:
                 if tuple(v.shape) != tuple(dst.shape):
                     raise ShapeError(f"Shape not match! Argument {k}, need: {dst.shape}, "
                                      f"received: {tuple(v.shape)}")
-                if dst.stype != "default" or (isinstance(v, NDArray) and v.stype != "default"):
+                if self._gpu is not None:
+                    (v if isinstance(v, NDArray) else NDArray(np.asarray(v))).copyto(dst)
+                elif dst.stype != "default" or (isinstance(v, NDArray) and v.stype != "default"):
                     _assign(dst, v if isinstance(v, NDArray) else NDArray(np.asarray(v)))
                 else:
                     dst._data[...] = v._data if isinstance(v, NDArray) else np.asarray(v)
@@ -450,7 +511,12 @@ class Executor:
         return list(self.outputs)
 
     def _exec(self, segments: list[Any]) -> None:
+        if self._gpu is not None:
+            for item in segments:
+                item()
+            return
         run = self._run
+        assert run is not None
         for seg in segments:
             if type(seg) is tuple:
                 run(*seg)
@@ -478,11 +544,14 @@ class Executor:
                     f"output {names[k]!r} is not a loss: its head gradient is required when "
                     "calling backward (or make it a loss with MakeLoss)"
                 )
-            src = given._data if isinstance(given, NDArray) else np.asarray(given)
+            src = given if isinstance(given, NDArray) else np.asarray(given)
             if tuple(src.shape) != h.shape:
                 raise ShapeError(f"head gradient for {names[k]!r} has shape {tuple(src.shape)}, "
                                  f"the output has {h.shape}")
-            h._data[...] = src
+            if self._gpu is not None:
+                h[:] = src
+            else:
+                h._data[...] = src._data if isinstance(src, NDArray) else src
         self._exec(self._packed["bwd_train" if self._last_train else "bwd"])
 
     def reshape(self, partial_shaping: bool = False, allow_up_sizing: bool = False,
@@ -492,6 +561,9 @@ class Executor:
         both); a larger one is refused unless ``allow_up_sizing`` (then it is a new array); an
         argument not given whose shape changes is refused unless ``partial_shaping``. The two
         executors must not run at the same time."""
+        if self._gpu is not None:
+            raise NNSymError(f"Executor.reshape is not supported on {self._ctx} yet: bind the "
+                             "symbol again with the new shapes")
         sym = self._symbol
         names = sym.list_arguments()
         unknown = set(kwargs) - set(names)
@@ -568,6 +640,20 @@ class Executor:
         from nnsym.runtime.debug import debug_str
 
         return debug_str(self._idx, self._plan, self._stypes, self._modes)
+
+
+class _GpuLaunch:
+    """One prebound CUDA kernel launch of a gpu executor (a Python step: the backend copies
+    p/ia/fa to the device and launches)."""
+
+    __slots__ = ("addrs", "be", "fa", "fn", "ia", "work")
+
+    def __init__(self, be: Any, fn: Any, addrs: list[int], ia: list[int], fa: list[float],
+                 work: int):
+        self.be, self.fn, self.addrs, self.ia, self.fa, self.work = be, fn, addrs, ia, fa, work
+
+    def __call__(self) -> None:
+        self.be.launch(self.fn, self.addrs, self.ia, self.fa, self.work)
 
 
 def _segments(items: Sequence[Any]) -> list[Any]:

@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -128,7 +129,48 @@ def test_cli_main(tmp_path, capsys):
     assert "wrote 18 cuda kernels" in capsys.readouterr().out
     assert len(list(tmp_path.glob("*.cu"))) == 18
     assert cg.cli_main(["--target", "c", "--out", str(tmp_path / "x"), "--op", "nope"]) == 2
-    assert cg.cli_main(["--target", "c", "--out", str(tmp_path / "y"),
-                        "--op", "FullyConnected"]) == 1
+    # Reshape is a view of its input: no kernel at all
+    assert cg.cli_main(["--target", "c", "--out", str(tmp_path / "y"), "--op", "Reshape"]) == 1
     with pytest.raises(SystemExit):
         cg.cli_main(["--target", "opencl", "--out", str(tmp_path)])
+
+
+def _kernel_templates() -> list[Path]:
+    """Every C template that defines kernels (shared macro files and headers excluded)."""
+    ops = sorted(p for p in OPS.rglob("*.c.j2") if p.name not in MACRO_FILES)
+    sparse = sorted(p for p in SPARSE.glob("*.c.j2") if p.name not in MACRO_FILES)
+    return ops + sparse
+
+
+OPS = Path(cg.__file__).resolve().parent.parent / "ops"
+SPARSE = Path(cg.__file__).resolve().parent.parent / "sparse" / "templates"
+# macros and shared helpers, included by kernel templates (no kernel of their own)
+MACRO_FILES = {"shape_store.c.j2", "common.c.j2", "elemwise_helpers.c.j2"}
+
+
+def test_every_kernel_template_has_a_cuda_twin():
+    missing = [str(p) for p in _kernel_templates()
+               if not p.with_name(p.name[: -len(".c.j2")] + ".cu.j2").is_file()]
+    assert not missing, missing
+
+
+def test_codegen_writes_a_file_per_family_and_storage_type(tmp_path):
+    """`nnsym codegen --target cuda` writes every variant: at least one file of every dense
+    family (default storage) and of every sparse template (csr and row_sparse kernels)."""
+    from nnsym.cuda import sparse
+
+    paths = cg.write_sources("cuda", tmp_path)
+    names = {p.stem for p in paths}
+    assert all(p.suffix == ".cu" for p in paths)
+    dense = cg.all_variants()
+    assert {v.name for v in dense} <= names
+    fams = {v.family for v in dense}
+    stems = [p.name[: -len(".c.j2")] for p in OPS.rglob("*.c.j2") if p.name not in MACRO_FILES]
+    short = {"elemwise_unary": "unary", "elemwise_binary": "binary",
+             "elemwise_backward": "backward"}
+    assert {short.get(s, s) for s in stems} <= fams
+    sp = sparse.all_kernels()
+    assert {k.stem for k in sp} <= names
+    assert {k.family for k in sp} == {p.name[: -len(".c.j2")] for p in SPARSE.glob("*.c.j2")
+                                      if p.name not in MACRO_FILES}
+    assert any("_csr_" in k.stem for k in sp) and any("_rsp_" in k.stem for k in sp)

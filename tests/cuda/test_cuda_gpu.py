@@ -90,8 +90,11 @@ class Device:
         ia = launch_shape(v)[1] if ia is None else ia
         fa = v.fa if fa is None else fa
         dev = [cp.asarray(a) for a in arrays]
-        args = (*dev, *(np.int64(x) for x in ia), *(np.float64(x) for x in fa))
-        self.func[v.spec]((grid,), (block,), args)
+        # the kernels take the C kernel's p / ia / fa arrays, in device memory
+        p = cp.asarray(np.array([d.data.ptr for d in dev], np.uint64))
+        iarr = cp.asarray(np.array(list(ia) or [0], np.int64))
+        farr = cp.asarray(np.array(list(fa) or [0.0], np.float64))
+        self.func[v.spec]((grid,), (block,), (p, iarr, farr))
         cp.cuda.runtime.deviceSynchronize()
         return np.asarray(dev[-1].get())
 

@@ -1,0 +1,354 @@
+"""The GPU runtime: device memory, kernel modules and launches for ``nnsym.gpu(i)`` arrays.
+
+Two backends implement the same small interface:
+
+* ``cupy`` (the ``cuda`` extra, imported lazily: the CPU path never needs it): device arrays are
+  ``cupy.ndarray``; kernels are the CUDA twins of the operators' C templates, compiled once per
+  set of kernels (nvcc to a cubin when nvcc is on PATH, else NVRTC) and loaded through
+  ``cupy.RawModule``; modules are memoised per source.
+* ``emulate`` (``NNSYM_CUDA=emulate``, or :func:`use_backend`): device arrays are host numpy
+  arrays and kernels run through the host shim (``nnsym.cuda.shim``: the same ``.cu`` text
+  compiled as C++ with CUDA's names emulated). It runs the whole GPU path (context checks,
+  copies, launches with p/ia/fa arrays, grid sizes) on a machine without a GPU; tests use it.
+
+A launch passes the C kernel's own ``p``/``ia``/``fa`` arrays, copied to device memory (see
+``nnsym/cuda/templates/prologue.cu.j2``). Kernel choice, shapes and dtypes come from the
+operator's lowering, exactly as on the CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from nnsym.codegen.spec import KernelSpec, Launch
+from nnsym.errors import NNSymError
+
+BLOCK = 256
+MAX_GRID = 65535
+EMU_BLOCK, EMU_MAX_GRID = 64, 2  # the emulator runs every thread: keep launches small
+
+
+class CudaUnavailableError(NNSymError):
+    """No usable CUDA backend: cupy is not installed, or no device is visible."""
+
+
+class NoCudaKernelError(NNSymError):
+    """An operator's lowering uses a kernel family with no CUDA twin."""
+
+
+_BACKEND: Backend | None = None
+_LOCK = threading.Lock()
+
+
+def backend() -> Backend:
+    """The active backend: ``NNSYM_CUDA=emulate`` or a :func:`use_backend` choice, else cupy."""
+    global _BACKEND
+    with _LOCK:
+        if _BACKEND is None:
+            want = os.environ.get("NNSYM_CUDA", "cupy").strip().lower() or "cupy"
+            _BACKEND = _make(want)
+        return _BACKEND
+
+
+def use_backend(name: str) -> Backend:
+    """Select ``cupy`` or ``emulate``; returns the backend."""
+    global _BACKEND
+    with _LOCK:
+        _BACKEND = _make(name)
+        return _BACKEND
+
+
+def _make(name: str) -> Backend:
+    if name == "emulate":
+        return EmulatedBackend()
+    if name == "cupy":
+        return CupyBackend()
+    raise NNSymError(f"NNSYM_CUDA must be cupy or emulate, not {name!r}")
+
+
+def cupy_module() -> Any:
+    """``cupy``, imported on first use, with a clear error where it cannot be."""
+    try:
+        import cupy  # type: ignore[import-not-found]
+    except ImportError as e:
+        raise CudaUnavailableError(
+            "gpu contexts need cupy: install the CUDA extra (pip install 'nnsym[cuda]' and a "
+            "cupy wheel matching your CUDA, e.g. cupy-cuda12x); "
+            f"importing cupy failed: {e}") from None
+    return cupy
+
+
+def kernel_source(specs: Sequence[KernelSpec]) -> str:
+    """One CUDA translation unit: the prologue and the twin of every spec (named by the spec)."""
+    from nnsym.cuda.codegen import CUDA_ENV, cuda_prologue, cuda_twin, has_twin
+
+    parts = [cuda_prologue()]
+    for spec in sorted(set(specs), key=lambda s: s.name):
+        if not has_twin(spec.template):
+            raise NoCudaKernelError(
+                f"kernel template {spec.template} has no CUDA twin "
+                f"({cuda_twin(spec.template)}): this operator cannot run on a gpu context")
+        parts.append(CUDA_ENV.get_template(cuda_twin(spec.template)).render(
+            name=spec.name, **spec.context()))
+    return "\n".join(parts)
+
+
+def grid_for(work: int, block: int, max_grid: int) -> int:
+    """Blocks for ``work`` elements (the kernels loop grid-stride, so any count is correct)."""
+    return max(1, min(max_grid, -(-max(int(work), 1) // block)))
+
+
+class Backend:
+    """Device memory and kernel launches of one backend."""
+
+    name = ""
+    block = BLOCK
+    max_grid = MAX_GRID
+
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        raise NotImplementedError
+
+    def from_host(self, a: np.ndarray) -> Any:
+        raise NotImplementedError
+
+    def to_host(self, d: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    def ptr(self, d: Any) -> int:
+        raise NotImplementedError
+
+    def functions(self, specs: Sequence[KernelSpec]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def launch(self, fn: Any, ptrs: Sequence[int], ia: Sequence[int], fa: Sequence[float],
+               work: int) -> None:
+        raise NotImplementedError
+
+    def is_array(self, d: Any) -> bool:
+        raise NotImplementedError
+
+    def view(self, pool: Any, dtype: np.dtype, shape: tuple[int, ...]) -> Any:
+        """An array of ``shape`` and ``dtype`` over the start of a byte buffer."""
+        raise NotImplementedError
+
+    def copy_into(self, dst: Any, src: Any) -> None:
+        """Device to device copy (same shape; dtype converted as numpy's astype)."""
+        raise NotImplementedError
+
+    def scope(self, device_id: int) -> Any:
+        """A context manager making ``device_id`` current (allocations and launches)."""
+        return contextlib.nullcontext()
+
+    def synchronize(self) -> None:
+        """Wait for queued work (the emulator runs synchronously)."""
+
+
+class CupyBackend(Backend):
+    """Real devices through cupy."""
+
+    name = "cupy"
+
+    def __init__(self) -> None:
+        self.cp = cupy_module()
+        try:
+            count = self.cp.cuda.runtime.getDeviceCount()
+        except Exception as e:  # cupy raises its own CUDARuntimeError types
+            raise CudaUnavailableError(f"cupy found no usable CUDA device: {e}") from None
+        if count < 1:
+            raise CudaUnavailableError("cupy found no CUDA device")
+        self._modules: dict[str, Any] = {}
+
+    def scope(self, device_id: int) -> Any:
+        return self.cp.cuda.Device(device_id)
+
+    def copy_into(self, dst: Any, src: Any) -> None:
+        dst[...] = src.astype(dst.dtype, copy=False)
+
+    def view(self, pool: Any, dtype: np.dtype, shape: tuple[int, ...]) -> Any:
+        n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        return pool[:n].view(dtype).reshape(shape)
+
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        return self.cp.empty(shape, dtype)
+
+    def from_host(self, a: np.ndarray) -> Any:
+        return self.cp.asarray(np.ascontiguousarray(a))
+
+    def to_host(self, d: Any) -> np.ndarray:
+        return np.asarray(d.get())
+
+    def ptr(self, d: Any) -> int:
+        return int(d.data.ptr)
+
+    def is_array(self, d: Any) -> bool:
+        return isinstance(d, self.cp.ndarray)
+
+    def functions(self, specs: Sequence[KernelSpec]) -> dict[str, Any]:
+        source = kernel_source(specs)
+        key = hashlib.sha256(source.encode()).hexdigest()
+        mod = self._modules.get(key)
+        if mod is None:
+            mod = self._load(source, key)
+            self._modules[key] = mod
+        return {s.name: mod.get_function(s.name) for s in specs}
+
+    def _load(self, source: str, key: str) -> Any:
+        """nvcc to a cubin for this device's arch (kept in nnsym's cache directory) when nvcc
+        is on PATH, else NVRTC."""
+        from nnsym.codegen.cache import cache_root
+        from nnsym.cuda.codegen import DEVICE_FLAGS, nvcc, nvcc_compile
+
+        arch = f"sm_{self.cp.cuda.Device().compute_capability}"  # cupy gives e.g. "80"
+        if nvcc() is not None:
+            out = cache_root() / "cuda-cubin" / key[:2] / f"{key}-{arch}.cubin"
+            if not out.is_file():
+                out.parent.mkdir(parents=True, exist_ok=True)
+                ok, log = nvcc_compile(source, arch, "cubin", out)
+                if not ok:
+                    raise NNSymError(f"nvcc failed on the CUDA kernels:\n{log}")
+            return self.cp.RawModule(path=str(out))
+        opts = ("-std=c++17", *DEVICE_FLAGS)
+        return self.cp.RawModule(code=source, options=opts)
+
+    def launch(self, fn: Any, ptrs: Sequence[int], ia: Sequence[int], fa: Sequence[float],
+               work: int) -> None:
+        cp = self.cp
+        p = cp.asarray(np.asarray(list(ptrs) or [0], np.uint64))
+        i = cp.asarray(np.asarray(list(ia) or [0], np.int64))
+        f = cp.asarray(np.asarray(list(fa) or [0.0], np.float64))
+        grid = grid_for(work, self.block, self.max_grid)
+        fn((grid,), (self.block,), (p, i, f))
+
+    def synchronize(self) -> None:
+        self.cp.cuda.get_current_stream().synchronize()
+
+
+class EmulatedBackend(Backend):
+    """No device: host memory and the host shim (see the module docstring)."""
+
+    name = "emulate"
+    block = EMU_BLOCK
+    max_grid = EMU_MAX_GRID
+
+    def __init__(self) -> None:
+        from nnsym.cuda import shim
+
+        if shim.cxx() is None:
+            raise CudaUnavailableError("the CUDA emulator needs a C++ compiler (g++)")
+        self._libs: dict[str, Any] = {}
+
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        return _EmuArray(np.empty(shape, dtype))
+
+    def from_host(self, a: np.ndarray) -> Any:
+        return _EmuArray(np.array(a, copy=True, order="C"))
+
+    def to_host(self, d: Any) -> np.ndarray:
+        return np.array(d.host, copy=True)
+
+    def ptr(self, d: Any) -> int:
+        return int(d.host.ctypes.data)
+
+    def is_array(self, d: Any) -> bool:
+        return isinstance(d, _EmuArray)
+
+    def copy_into(self, dst: Any, src: Any) -> None:
+        dst.host[...] = src.host.astype(dst.host.dtype, copy=False)
+
+    def view(self, pool: Any, dtype: np.dtype, shape: tuple[int, ...]) -> Any:
+        n = int(np.prod(shape, dtype=np.int64))
+        return _EmuArray(np.frombuffer(pool.host, dtype, n).reshape(shape))
+
+    def functions(self, specs: Sequence[KernelSpec]) -> dict[str, Any]:
+        from nnsym.cuda import shim
+        from nnsym.cuda.codegen import Variant, has_twin
+
+        for s in specs:
+            if not has_twin(s.template):
+                kernel_source([s])  # raises NoCudaKernelError
+        uniq = sorted(set(specs), key=lambda s: s.name)
+        vs = [Variant("", "", s, (), (), (), (), 0, s.name) for s in uniq]
+        lib = shim.build(vs)
+        return {s.name: (lib, s.name) for s in specs}
+
+    def launch(self, fn: Any, ptrs: Sequence[int], ia: Sequence[int], fa: Sequence[float],
+               work: int) -> None:
+        lib, name = fn
+        ffi = lib.ffi
+        p = ffi.new("void *[]", [ffi.cast("void *", x) for x in ptrs] or [ffi.NULL])
+        i = ffi.new("int64_t[]", [int(x) for x in ia] or [0])
+        f = ffi.new("double[]", [float(x) for x in fa] or [0.0])
+        lib.launch_raw(name, p, i, f, grid_for(work, self.block, self.max_grid), self.block)
+
+
+class _EmuArray:
+    """Emulated device memory: a host array only the GPU code path touches."""
+
+    __slots__ = ("host",)
+
+    def __init__(self, host: np.ndarray):
+        self.host = host
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.host.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.host.dtype
+
+    @property
+    def size(self) -> int:
+        return int(self.host.size)
+
+    @property
+    def ndim(self) -> int:
+        return int(self.host.ndim)
+
+    def reshape(self, shape: tuple[int, ...]) -> _EmuArray:
+        return _EmuArray(self.host.reshape(shape))
+
+
+# ---------------------------------------------------------------------------------------------
+# Running lowered launches
+
+
+def run_launches(launches: Sequence[Launch], ptrs: Sequence[Any], work: int,
+                 be: Backend | None = None) -> None:
+    """Run a node's launches with its device arrays (inputs, then outputs); workspaces are
+    allocated per launch; Dropout's seed slot takes a fresh seed."""
+    be = be or backend()
+    fns = be.functions([ln.spec for ln in launches])
+    for ln in launches:
+        mine = list(ptrs) if ln.args is None else [ptrs[k] for k in ln.args]
+        addrs = [be.ptr(a) for a in mine]
+        keep = []
+        if ln.workspace:
+            ws = be.empty((int(ln.workspace),), np.dtype(np.uint8))
+            keep.append(ws)
+            addrs.append(be.ptr(ws))
+        fa = list(ln.fa)
+        if ln.seed_slot is not None:
+            from nnsym.ops.nn.dropout import next_seed
+
+            fa[ln.seed_slot] = float(next_seed())
+        be.launch(fns[ln.spec.name], addrs, ln.ia, fa, work)
+        del keep
+
+
+@functools.lru_cache(maxsize=1)
+def available() -> bool:
+    """Whether a real CUDA device can be used (cupy importable and a device visible)."""
+    try:
+        CupyBackend()
+    except NNSymError:
+        return False
+    return True
