@@ -429,14 +429,15 @@ def all_variants() -> tuple[Variant, ...]:
                             for ln, ptrs in _family_launches(low, ins, outs):
                                 add(op.name, tag, ln, ptrs)
                     for bop, bp, bins, bouts in back:
-                        try:
-                            blow = _lower(bop, bp, bins, bouts, req)
-                        except (NNSymError, *_SKIP):
-                            continue
-                        if blow is None:
-                            continue
-                        for ln, ptrs in _family_launches(blow, bins, bouts):
-                            add(bop.name, _tag(bp), ln, ptrs)
+                        for is_train in (False, True):  # BatchNorm's training gradient
+                            try:
+                                blow = _lower(bop, bp, bins, bouts, req, is_train)
+                            except (NNSymError, *_SKIP):
+                                continue
+                            if blow is None:
+                                continue
+                            for ln, ptrs in _family_launches(blow, bins, bouts):
+                                add(bop.name, _tag(bp), ln, ptrs)
     return _named(found.values())
 
 

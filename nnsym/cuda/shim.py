@@ -276,7 +276,10 @@ FLAGS = ("-O1", "-fPIC", "-shared", "-pthread", "-std=gnu++17", "-fno-math-errno
 
 LAUNCH_CDEF = ("void {name}__host(void *const *p, const int64_t *ia, const double *fa, "
                "unsigned grid, unsigned block, int threads);")
-SYNC_WORDS = ("__syncthreads", "__shfl", "nnsym_block_reduce", "nnsym_warp_reduce")
+# Words in a kernel's source that mean it synchronises: CUDA's barriers and shuffles, and the
+# prologue's helpers built on them.
+SYNC_WORDS = ("__syncthreads", "__shfl", "nnsym_block_reduce", "nnsym_warp_reduce",
+              "nnsym_tiled_gemm")
 
 
 def needs_threads(source: str) -> bool:

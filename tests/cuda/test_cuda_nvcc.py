@@ -1,9 +1,10 @@
 """Compile every CUDA kernel variant with nvcc for sm_80 and sm_90 (no GPU needed).
 
-The default run emits PTX (nvcc's front end and NVVM: every language, overload and type error;
-about 25 s for all variants on 2 cores when the cache is cold, nothing when warm); the ``slow``
-run also assembles with ptxas (cubin). Successful translation units are remembered in
-``$NNSYM_CACHE_DIR/cuda-check-v1`` by a hash of source, nvcc version, arch, mode and flags.
+The default run emits PTX with NVVM unoptimised (nvcc's front end and code generation: every
+language, overload and type error; about 28 s for all ~5,800 dense kernels on 2 cores when the
+cache is cold, nothing when warm); the ``slow`` run assembles optimised cubins with ptxas.
+Successful translation units are remembered in ``$NNSYM_CACHE_DIR/cuda-check-v2`` by a hash of
+source, nvcc version, arch, mode and flags. The sparse kernels: tests/cuda/test_cuda_sparse.py.
 """
 
 from __future__ import annotations
