@@ -135,6 +135,18 @@ class Backend:
     def is_array(self, d: Any) -> bool:
         raise NotImplementedError
 
+    def prepare(self, fn: Any, ptrs: Sequence[int], ia: Sequence[int], fa: Sequence[float],
+                work: int) -> Any:
+        """A launch bound once (a graph executor's): ``run()`` launches it, ``run(fa)`` with
+        new scalar arguments (Dropout's fresh seed)."""
+        args = (list(ptrs), list(ia), list(fa))
+
+        class Bound:
+            def run(_self, new_fa: Sequence[float] | None = None) -> None:
+                self.launch(fn, args[0], args[1], args[2] if new_fa is None else new_fa, work)
+
+        return Bound()
+
     def view(self, pool: Any, dtype: np.dtype, shape: tuple[int, ...]) -> Any:
         """An array of ``shape`` and ``dtype`` over the start of a byte buffer."""
         raise NotImplementedError
@@ -226,6 +238,24 @@ class CupyBackend(Backend):
         f = cp.asarray(np.asarray(list(fa) or [0.0], np.float64))
         grid = grid_for(work, self.block, self.max_grid)
         fn((grid,), (self.block,), (p, i, f))
+
+    def prepare(self, fn: Any, ptrs: Sequence[int], ia: Sequence[int], fa: Sequence[float],
+                work: int) -> Any:
+        """p, ia and fa copied to the device once; a new fa (a fresh seed) is copied in place."""
+        cp = self.cp
+        p = cp.asarray(np.asarray(list(ptrs) or [0], np.uint64))
+        i = cp.asarray(np.asarray(list(ia) or [0], np.int64))
+        f = cp.asarray(np.asarray(list(fa) or [0.0], np.float64))
+        grid = grid_for(work, self.block, self.max_grid)
+        block = self.block
+
+        class Bound:
+            def run(_self, new_fa: Sequence[float] | None = None) -> None:
+                if new_fa is not None:
+                    f.set(np.asarray(list(new_fa) or [0.0], np.float64))
+                fn((grid,), (block,), (p, i, f))
+
+        return Bound()
 
     def synchronize(self) -> None:
         self.cp.cuda.get_current_stream().synchronize()

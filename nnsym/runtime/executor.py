@@ -367,7 +367,7 @@ class Executor:
                     if ln.seed_slot is not None:
                         self._seeds.append((fa_l, ln.seed_slot))
                     target.append(_GpuLaunch(be, fn_of[ln.spec.name], addrs, list(ln.ia),
-                                             fa_l, work))
+                                             fa_l, work, ln.seed_slot is not None))
                 return
             for ln in low.launches:
                 fn = fn_of[ln.spec.name]
@@ -643,17 +643,19 @@ class Executor:
 
 
 class _GpuLaunch:
-    """One prebound CUDA kernel launch of a gpu executor (a Python step: the backend copies
-    p/ia/fa to the device and launches)."""
+    """One prebound CUDA kernel launch of a gpu executor (a Python step): p/ia/fa are copied to
+    the device once, at bind; a seeded launch (Dropout) copies its fa again before each run,
+    since the executor writes a fresh seed into it."""
 
-    __slots__ = ("addrs", "be", "fa", "fn", "ia", "work")
+    __slots__ = ("bound", "fa", "seeded")
 
     def __init__(self, be: Any, fn: Any, addrs: list[int], ia: list[int], fa: list[float],
-                 work: int):
-        self.be, self.fn, self.addrs, self.ia, self.fa, self.work = be, fn, addrs, ia, fa, work
+                 work: int, seeded: bool):
+        self.bound = be.prepare(fn, addrs, ia, fa, work)
+        self.fa, self.seeded = fa, seeded
 
     def __call__(self) -> None:
-        self.be.launch(self.fn, self.addrs, self.ia, self.fa, self.work)
+        self.bound.run(self.fa if self.seeded else None)
 
 
 def _segments(items: Sequence[Any]) -> list[Any]:
