@@ -30,9 +30,46 @@ RUN: set[str] = set()  # the kernels the shim tests launched
 pytestmark = pytest.mark.skipif(shim.cxx() is None, reason="needs g++")
 
 
-@pytest.fixture(scope="module")
-def lib() -> sp.SparseShim:
-    return sp.build_shim(KERNELS)
+class DeviceSparse:
+    """The shim library's ``run`` on a real device through cupy: numpy arrays are copied to the
+    device, the kernel launches, results are copied back into the same numpy arrays."""
+
+    def __init__(self) -> None:
+        import hashlib
+
+        from nnsym.cuda import runtime
+
+        self.be = runtime.CupyBackend()
+        source = sp.render_unit(KERNELS)
+        self.mod = self.be._load(source, hashlib.sha256(source.encode()).hexdigest())
+
+    def run(self, name: str, ptrs: list, ia: list, fa: tuple = (), grid: int = GRID,
+            block: int = BLOCK) -> None:
+        cp = self.be.cp
+        dev = [None if a is None else cp.asarray(a) for a in ptrs]
+        p = cp.asarray(np.array([0 if d is None else d.data.ptr for d in dev] or [0], np.uint64))
+        i = cp.asarray(np.array(list(ia) or [0], np.int64))
+        f = cp.asarray(np.array(list(fa) or [0.0], np.float64))
+        self.mod.get_function(name)((grid,), (block,), (p, i, f))
+        for a, d in zip(ptrs, dev):
+            if a is not None:
+                a[...] = d.get()
+
+
+def _device_available() -> bool:
+    from nnsym.cuda import runtime
+
+    return runtime.available()
+
+
+@pytest.fixture(scope="module", params=[
+    "shim",
+    pytest.param("cupy", marks=[pytest.mark.gpu, pytest.mark.skipif(
+        "not _device_available()", reason="needs cupy and a CUDA device")]),
+])
+def lib(request):
+    """The host shim; on a machine with a GPU (``-m gpu``) also the real device."""
+    return sp.build_shim(KERNELS) if request.param == "shim" else DeviceSparse()
 
 
 def run(lib: sp.SparseShim, name: str, ptrs: list, ia: list, fa: tuple = ()) -> None:
