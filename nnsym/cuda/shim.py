@@ -320,16 +320,18 @@ def flags() -> list[str]:
 def shim_source(vs: Sequence[Variant], extra: str = "") -> str:
     """The shim translation unit of some variants: header, the CUDA prologue and kernels
     exactly as the CUDA build renders them, ``extra`` (more C++), one launcher per kernel."""
-    parts = [SHIM_HEADER, cuda_prologue()]
-    for v in vs:
-        parts.append(header(v, "cuda"))
-        parts.append(render_kernel(v, "cuda"))
-    parts.append(extra)
-    parts.append(SHIM_LAUNCHER)
-    for v in vs:
-        parts.append(f'extern "C" void {v.name}__host(void *const *p, const int64_t *ia, '
+    return unit_source([(v.name, header(v, "cuda") + render_kernel(v, "cuda")) for v in vs],
+                       extra)
+
+
+def unit_source(kernels: Sequence[tuple[str, str]], extra: str = "") -> str:
+    """A shim translation unit: the header, the CUDA prologue, every ``(name, kernel text)``,
+    ``extra`` (more C++), the launcher, and one ``NAME__host`` entry point per kernel."""
+    parts = [SHIM_HEADER, cuda_prologue(), *(text for _, text in kernels), extra, SHIM_LAUNCHER]
+    for name, _ in kernels:
+        parts.append(f'extern "C" void {name}__host(void *const *p, const int64_t *ia, '
                      f"const double *fa, unsigned grid, unsigned block, int threads)\n"
-                     f"{{ nnsym_shim::launch({v.name}, p, ia, fa, grid, block, threads); }}")
+                     f"{{ nnsym_shim::launch({name}, p, ia, fa, grid, block, threads); }}")
     return "\n".join(parts) + "\n"
 
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -256,20 +255,7 @@ def nvcc_check(ks: Sequence[SparseKernel], archs: Sequence[str] = cg.ARCHS, mode
 def shim_source(ks: Sequence[SparseKernel]) -> str:
     """The shim translation unit: shim header, CUDA prologue, kernels, launcher, one
     ``NAME__host`` entry point per kernel."""
-    parts = [shim.SHIM_HEADER, cg.cuda_prologue()]
-    for k in ks:
-        parts.append(k.header("cuda"))
-        parts.append(k.render_cuda())
-    parts.append(shim.SHIM_LAUNCHER)
-    for k in ks:
-        parts.append(f'extern "C" void {k.stem}__host(void *const *p, const int64_t *ia, '
-                     f"const double *fa, unsigned grid, unsigned block, int threads)\n"
-                     f"{{ nnsym_shim::launch({k.stem}, p, ia, fa, grid, block, threads); }}")
-    return "\n".join(parts) + "\n"
-
-
-_LOCK = threading.Lock()
-_LIBS: dict[str, tuple[Any, Any]] = {}
+    return shim.unit_source([(k.stem, k.header("cuda") + k.render_cuda()) for k in ks])
 
 
 class SparseShim(shim.ShimLibrary):
