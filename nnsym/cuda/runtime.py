@@ -88,17 +88,25 @@ def cupy_module() -> Any:
 
 def kernel_source(specs: Sequence[KernelSpec]) -> str:
     """One CUDA translation unit: the prologue and the twin of every spec (named by the spec)."""
-    from nnsym.cuda.codegen import CUDA_ENV, cuda_prologue, cuda_twin, has_twin
+    from nnsym.cuda.codegen import CUDA_ENV, cuda_prologue, cuda_twin
 
+    require_twins(specs)
     parts = [cuda_prologue()]
     for spec in sorted(set(specs), key=lambda s: s.name):
+        parts.append(CUDA_ENV.get_template(cuda_twin(spec.template)).render(
+            name=spec.name, **spec.context()))
+    return "\n".join(parts)
+
+
+def require_twins(specs: Sequence[KernelSpec]) -> None:
+    """NoCudaKernelError unless every spec's C template has a CUDA twin."""
+    from nnsym.cuda.codegen import cuda_twin, has_twin
+
+    for spec in specs:
         if not has_twin(spec.template):
             raise NoCudaKernelError(
                 f"kernel template {spec.template} has no CUDA twin "
                 f"({cuda_twin(spec.template)}): this operator cannot run on a gpu context")
-        parts.append(CUDA_ENV.get_template(cuda_twin(spec.template)).render(
-            name=spec.name, **spec.context()))
-    return "\n".join(parts)
 
 
 def grid_for(work: int, block: int, max_grid: int) -> int:
@@ -125,7 +133,21 @@ class Backend:
     def ptr(self, d: Any) -> int:
         raise NotImplementedError
 
+    def __init__(self) -> None:
+        self._functions: dict[tuple[str, ...], dict[str, Any]] = {}
+
     def functions(self, specs: Sequence[KernelSpec]) -> dict[str, Any]:
+        """The loaded kernel of every spec, by spec name; memoised per set of specs, so a
+        repeated operator call renders and hashes nothing."""
+        key = tuple(sorted({s.name for s in specs}))
+        hit = self._functions.get(key)
+        if hit is None:
+            require_twins(specs)
+            hit = self._load_functions(sorted(set(specs), key=lambda s: s.name))
+            self._functions[key] = hit
+        return hit
+
+    def _load_functions(self, specs: list[KernelSpec]) -> dict[str, Any]:
         raise NotImplementedError
 
     def launch(self, fn: Any, ptrs: Sequence[int], ia: Sequence[int], fa: Sequence[float],
@@ -169,6 +191,7 @@ class CupyBackend(Backend):
     name = "cupy"
 
     def __init__(self) -> None:
+        super().__init__()
         self.cp = cupy_module()
         try:
             count = self.cp.cuda.runtime.getDeviceCount()
@@ -203,7 +226,7 @@ class CupyBackend(Backend):
     def is_array(self, d: Any) -> bool:
         return isinstance(d, self.cp.ndarray)
 
-    def functions(self, specs: Sequence[KernelSpec]) -> dict[str, Any]:
+    def _load_functions(self, specs: list[KernelSpec]) -> dict[str, Any]:
         source = kernel_source(specs)
         key = hashlib.sha256(source.encode()).hexdigest()
         mod = self._modules.get(key)
@@ -271,9 +294,9 @@ class EmulatedBackend(Backend):
     def __init__(self) -> None:
         from nnsym.cuda import shim
 
+        super().__init__()
         if shim.cxx() is None:
             raise CudaUnavailableError("the CUDA emulator needs a C++ compiler (g++)")
-        self._libs: dict[str, Any] = {}
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
         return _EmuArray(np.empty(shape, dtype))
@@ -297,16 +320,11 @@ class EmulatedBackend(Backend):
         n = int(np.prod(shape, dtype=np.int64))
         return _EmuArray(np.frombuffer(pool.host, dtype, n).reshape(shape))
 
-    def functions(self, specs: Sequence[KernelSpec]) -> dict[str, Any]:
+    def _load_functions(self, specs: list[KernelSpec]) -> dict[str, Any]:
         from nnsym.cuda import shim
-        from nnsym.cuda.codegen import Variant, has_twin
+        from nnsym.cuda.codegen import Variant
 
-        for s in specs:
-            if not has_twin(s.template):
-                kernel_source([s])  # raises NoCudaKernelError
-        uniq = sorted(set(specs), key=lambda s: s.name)
-        vs = [Variant("", "", s, (), (), (), (), 0, s.name) for s in uniq]
-        lib = shim.build(vs)
+        lib = shim.build([Variant("", "", s, (), (), (), (), 0, s.name) for s in specs])
         return {s.name: (lib, s.name) for s in specs}
 
     def launch(self, fn: Any, ptrs: Sequence[int], ia: Sequence[int], fa: Sequence[float],

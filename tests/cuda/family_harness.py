@@ -9,6 +9,7 @@ from typing import Any
 
 import cffi
 import numpy as np
+from cuda_harness import run_c
 
 from nnsym.codegen import compiler
 from nnsym.codegen.render import render_unit, signature
@@ -67,21 +68,13 @@ def build_scalar_c(vs: Sequence[cg.Variant]) -> tuple[cffi.FFI, Any]:
     ffi.cdef(cdef)
     lib = ffi.dlopen(str(entry / "lib.so"))
     rt = compiler.runtime()
-    lib.nnsym_set_blas(*(ffi.cast("void *", int(compiler.FFI.cast("uintptr_t", p)))
-                         if not isinstance(p, int) else ffi.cast("void *", p)
-                         for p in compiler.blas().pointers),
-                       ffi.cast("void *", int(compiler.FFI.cast("uintptr_t",
-                                                                rt.nnsym_parallel))),
-                       ffi.cast("void *", int(compiler.FFI.cast("uintptr_t",
-                                                                rt.nnsym_get_threads))))
+
+    def address(fn: Any) -> Any:  # a function of the runtime library, as this ffi's pointer
+        return ffi.cast("void *", int(compiler.FFI.cast("uintptr_t", fn)))
+
+    lib.nnsym_set_blas(*(ffi.cast("void *", p) for p in compiler.blas().pointers),
+                       address(rt.nnsym_parallel), address(rt.nnsym_get_threads))
     return ffi, lib
-
-
-def call(ffi: Any, func: Any, arrays: Sequence[np.ndarray], ia: Sequence[int],
-         fa: Sequence[float]) -> None:
-    p = ffi.new("void *[]", [ffi.cast("void *", a.ctypes.data) for a in arrays] or [0])
-    func(p, ffi.new("int64_t[]", [int(x) for x in ia] or [0]),
-         ffi.new("double[]", [float(x) for x in fa] or [0.0]))
 
 
 class FamilyRuns:
@@ -98,7 +91,7 @@ class FamilyRuns:
         arrays = make_arrays(v, seed)
         c_arrays = [a.copy() for a in arrays]
         s_arrays = [a.copy() for a in arrays]
-        call(self.ffi, getattr(self.lib, v.spec.name), c_arrays, v.ia, v.fa)
+        run_c(getattr(self.lib, v.spec.name), self.ffi, c_arrays, v.ia, v.fa)
         self.shim.launch(v.name, s_arrays, v.ia, v.fa, grid, block)
         return arrays, c_arrays, s_arrays
 

@@ -30,9 +30,9 @@ from cuda_harness import (
     run_c,
     same_bits,
 )
+from family_harness import build_scalar_c
 
 from nnsym.codegen import compiler
-from nnsym.codegen.render import render_unit, signature
 from nnsym.cuda import codegen as cg
 from nnsym.cuda import shim
 
@@ -70,20 +70,6 @@ class Builds:
     def run_scalar_c(self, v: cg.Variant, arrays: list[np.ndarray]) -> None:
         _, ia = launch_shape(v)
         run_c(getattr(self.scalar_lib, v.spec.name), self.scalar_ffi, arrays, ia, v.fa)
-
-
-def build_scalar_c(vs: list[cg.Variant]) -> tuple[cffi.FFI, object]:
-    """The C kernels of ``vs`` with scalar libm: nnsym's C build minus the libmvec
-    declarations (same templates, flags and compiler; cached the same way)."""
-    specs = sorted({v.spec for v in vs}, key=lambda s: s.name)
-    source = render_unit(specs, (), compiler.blas().int_type)
-    cdef = "\n".join(signature(s.name) for s in specs)
-    fl, lf = compiler.flags(), ["-lm"]
-    key = compiler.library_key(source, fl, lf, cdef=cdef, scalar_libm=True)
-    entry = compiler.build_library(key, source, fl, lf, cdef=cdef, scalar_libm=True)
-    ffi = cffi.FFI()
-    ffi.cdef(cdef)
-    return ffi, ffi.dlopen(str(entry / "lib.so"))
 
 
 @pytest.fixture(scope="module")

@@ -27,6 +27,7 @@ from nnsym.ops.nn.conv import (
     DEFAULT_LAYOUT,
     ConvolutionParams,
     _channel_last,
+    _check_lengths,
     _conform,
     _ncx,
     _no_kernel,
@@ -95,13 +96,8 @@ class DeconvolutionParams(Params):
                 f"{k}-D deconvolution is not supported: kernel={self.kernel} must have 1, 2 or "
                 "3 entries"
             )
-        for name in ("stride", "dilate", "pad", "adj"):
-            t = getattr(self, name)
-            if t and len(t) != k:
-                raise ValueError(
-                    f"{name}={t} must have as many entries as kernel={self.kernel} ({k}) or be "
-                    "left empty"
-                )
+        _check_lengths("deconvolution", self.kernel, stride=self.stride, dilate=self.dilate,
+                       pad=self.pad, adj=self.adj)
         if self.target_shape and len(self.target_shape) < k:
             raise ValueError(
                 f"target_shape={self.target_shape} has fewer entries than kernel={self.kernel}"
