@@ -18,8 +18,8 @@ CHILD = textwrap.dedent(
     import numpy as np
     from nnsym.cli import demo_symbols
     from nnsym.codegen import compiler
-    from nnsym.codegen.spec import KernelCall
-    from nnsym.ops.registry import DENSE
+    from nnsym.ir.spec import KernelCall
+    from nnsym.ir.opdef import DENSE
     from nnsym.symbol.json_io import infer_for_dump
 
     mlp, shapes = demo_symbols()["mlp"]

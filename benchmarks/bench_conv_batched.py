@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import environment, measure, report, row
 
 from nnsym.codegen import compiler
-from nnsym.codegen.spec import KernelCall, Lowered
+from nnsym.ir.spec import KernelCall, Lowered
 from nnsym.ops import REGISTRY
 from nnsym.ops.nn import conv_batched
 from nnsym.ops.nn.conv import convolution_backward_lowering, convolution_lowering

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from nnsym.errors import NNSymError
-from nnsym.graph import Graph
+from nnsym.ir.graph import Graph
 from nnsym.symbol.symbol import Symbol, entry_name
 from nnsym.types import shape_str
 
@@ -52,7 +52,7 @@ def infer_graph(s: Symbol, shapes: dict[str, Any], dtypes: dict[str, str]) -> Gr
 
 def format_table(g: Graph) -> str:
     """One row per node output: node, op, shape, dtype."""
-    from nnsym.graph import Entry
+    from nnsym.ir.graph import Entry
 
     idx, a = g.index, g.attrs
     assert a.shape is not None and a.dtype is not None
@@ -102,7 +102,8 @@ def _symbol_file(model: str) -> Path:
 
 
 def cmd_infer(args: argparse.Namespace) -> int:
-    from nnsym.symbol.json_io import graph_to_json, load
+    from nnsym.ir.json import graph_to_json
+    from nnsym.symbol.json_io import load
 
     s = load(_symbol_file(args.model))
     g = infer_graph(s, dict(args.shape), dict(args.dtype))
@@ -228,7 +229,7 @@ def demo_symbols() -> dict[str, tuple[Symbol, dict[str, tuple[int, ...]]]]:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from nnsym.symbol.json_io import graph_to_json
+    from nnsym.ir.json import graph_to_json
 
     out_dir = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="nnsym-demo-"))
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -64,3 +64,7 @@ def node_error(
 
 class CompositionError(NNSymError, ValueError):
     """A symbol composed with inputs it cannot take (unknown names, multi-output arguments...)."""
+
+
+class NoKernelError(NNSymError):
+    """The operator has no kernel for these storage types on this backend."""

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from nnsym.graph import Entry, Graph, GraphAttrs, Node, variable
-from nnsym.ops.registry import Example, OpDef
+from nnsym.ir.graph import Entry, Graph, GraphAttrs, Node, variable
+from nnsym.ir.opdef import Example, OpDef
 from nnsym.passes.infer import infer_shape, infer_type
 
 
@@ -76,10 +76,10 @@ def reference_outputs(op: OpDef, params: Any, inputs: Sequence[np.ndarray]) -> l
 
 def registry_kernel_specs(reqs: Sequence[str] = ("write", "add")) -> list[Any]:
     """The kernel specs every operator example lowers to (for compiling them in one go)."""
-    from nnsym.codegen.spec import KernelCall
     from nnsym.errors import NNSymError
+    from nnsym.ir.opdef import DENSE
+    from nnsym.ir.spec import KernelCall
     from nnsym.ops import REGISTRY
-    from nnsym.ops.registry import DENSE
     from nnsym.runtime.imperative import infer_one
 
     specs: list[Any] = []

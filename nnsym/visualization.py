@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from nnsym.errors import NNSymError, ShapeError
-from nnsym.graph import Graph, IndexedGraph
+from nnsym.ir.graph import Graph, IndexedGraph
 from nnsym.symbol.symbol import Symbol
 
 __all__ = [

@@ -9,7 +9,7 @@ import pytest
 
 from nnsym import sym
 from nnsym.errors import GraphFormatError
-from nnsym.graph import Entry, Graph, Node, dfs_post_order, variable
+from nnsym.ir.graph import Entry, Graph, Node, dfs_post_order, variable
 from nnsym.ops import get_op
 
 

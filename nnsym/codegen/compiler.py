@@ -30,8 +30,8 @@ import cffi
 
 from nnsym.codegen.cache import build_cached, cache_key, cache_root, file_sha256
 from nnsym.codegen.render import render_unit, signature
-from nnsym.codegen.spec import KernelSpec
 from nnsym.errors import NNSymError
+from nnsym.ir.spec import KernelSpec
 
 log = logging.getLogger("nnsym.codegen")
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import jinja2
 
-from nnsym.codegen.spec import CTYPES, KernelSpec, comptype, ctype
+from nnsym.ir.spec import CTYPES, KernelSpec, comptype, ctype
 
 OPS_DIR = Path(__file__).resolve().parent.parent / "ops"
 SHARED_DIR = Path(__file__).resolve().parent / "templates"

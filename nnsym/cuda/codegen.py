@@ -36,7 +36,7 @@ import numpy as np
 from nnsym.codegen.cache import cache_key, cache_root
 from nnsym.codegen.render import ENV as C_ENV
 from nnsym.codegen.render import template_env
-from nnsym.codegen.spec import CTYPES, REQS, KernelCall, KernelSpec, Launch
+from nnsym.ir.spec import CTYPES, REQS, KernelCall, KernelSpec, Launch
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 OPS_DIR = Path(__file__).resolve().parent.parent / "ops"
@@ -266,7 +266,7 @@ def _family_launches(lowered: Any, ins: Sequence[tuple[tuple[int, ...], str]],
 
 def _grad_nodes(op: Any, params: Any, n_in: int) -> tuple[Any, list[Any], list[Any]]:
     """The forward node, its input variables and the backward nodes its gradient builds."""
-    from nnsym.graph import Entry, Node, dfs_post_order, variable
+    from nnsym.ir.graph import Entry, Node, dfs_post_order, variable
 
     ins = tuple(Entry(variable(f"in{i}")) for i in range(n_in))
     node = Node(op, "fwd", params, ins)
@@ -285,7 +285,7 @@ def _backward_calls(op: Any, params: Any, shapes: Sequence[tuple[int, ...]], dty
                               list[tuple[tuple[int, ...], str]]]]:
     """(backward op, params, input (shape, dtype)s, output (shape, dtype)s) of every backward
     node, from shape and dtype inference over forward + backward."""
-    from nnsym.graph import Entry, Graph, GraphAttrs
+    from nnsym.ir.graph import Entry, Graph, GraphAttrs
     from nnsym.passes.infer import infer_shape, infer_type
     from nnsym.passes.manager import run_passes
 
@@ -330,7 +330,7 @@ def _backward_calls(op: Any, params: Any, shapes: Sequence[tuple[int, ...]], dty
 
 def _lower(op: Any, params: Any, ins: Sequence[tuple[tuple[int, ...], str]],
            outs: Sequence[tuple[tuple[int, ...], str]], req: str, is_train: bool = False) -> Any:
-    from nnsym.ops.registry import DENSE
+    from nnsym.ir.opdef import DENSE
 
     kernel = op.kernels.get(DENSE)
     if kernel is None:

@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from nnsym.codegen.spec import KernelSpec, Launch
 from nnsym.errors import NNSymError
+from nnsym.ir.spec import KernelSpec, Launch
 
 BLOCK = 256
 MAX_GRID = 65535

@@ -41,9 +41,9 @@ import numpy as np
 
 from nnsym.codegen.cache import cache_key, cache_root
 from nnsym.codegen.render import template_env
-from nnsym.codegen.spec import comptype
 from nnsym.cuda import codegen as cg
 from nnsym.cuda import shim
+from nnsym.ir.spec import comptype
 
 SPARSE_TEMPLATES = Path(__file__).resolve().parent.parent / "sparse" / "templates"
 ENV = template_env([SPARSE_TEMPLATES, cg.TEMPLATE_DIR])

@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from nnsym.codegen.spec import KernelCall, Lowered
 from nnsym.context import Context, cpu
 from nnsym.errors import NNSymError, ShapeError
+from nnsym.ir.opdef import DENSE, OpDef
+from nnsym.ir.spec import KernelCall, Lowered
 from nnsym.ndarray.ndarray import NDArray
-from nnsym.ops.registry import DENSE, OpDef
 from nnsym.runtime.imperative import _freeze, infer_one
 
 

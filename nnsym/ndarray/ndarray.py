@@ -15,7 +15,7 @@ import numpy as np
 
 from nnsym.context import Context, cpu
 from nnsym.errors import DTypeError, NNSymError, ShapeError
-from nnsym.ops.registry import OpDef, get_op
+from nnsym.ir.opdef import OpDef, get_op
 from nnsym.runtime.imperative import _freeze, get_call
 from nnsym.types import dtype_of
 

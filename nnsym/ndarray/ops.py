@@ -8,11 +8,11 @@ import numpy as np
 
 from nnsym.codegen import compiler
 from nnsym.errors import CompositionError
+from nnsym.ir.namespace import op_docstring
+from nnsym.ir.opdef import OpDef
+from nnsym.ndarray import fastcall
 from nnsym.ndarray.ndarray import NDArray, invoke
-from nnsym.ops.registry import OpDef
-from nnsym.runtime import fastcall
 from nnsym.runtime.imperative import _CHAR_ARR, _freeze, _from_buffer, get_call
-from nnsym.symbol.ops import op_docstring
 
 
 def make_function(op: OpDef, func_name: str) -> Any:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from nnsym.errors import ShapeError, StorageTypeError
+from nnsym.ir.opdef import OpDef, get_op
 from nnsym.ndarray.ndarray import NDArray, invoke
 from nnsym.ndarray.sparse import (
     BaseSparseNDArray,
@@ -24,7 +25,6 @@ from nnsym.ndarray.sparse import (
     _assign,
     cast_storage,
 )
-from nnsym.ops.registry import OpDef, get_op
 from nnsym.ops.storage import Decision, infer_storage, on_fallback
 from nnsym.runtime.imperative import infer_one
 from nnsym.types import DispatchMode, SType

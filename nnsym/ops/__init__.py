@@ -1,5 +1,6 @@
 """The operator library. Importing this package registers every operator exactly once."""
 
+from nnsym.ir.opdef import REGISTRY, OpDef, get_op
 from nnsym.ops import broadcast_reduce, dot, elemwise, index, shape, sparse_defs  # noqa: F401
 from nnsym.ops.nn import (  # noqa: F401
     activation,
@@ -13,6 +14,5 @@ from nnsym.ops.nn import (  # noqa: F401
     lrn,
     upsampling,
 )
-from nnsym.ops.registry import REGISTRY, OpDef, get_op
 
 __all__ = ["REGISTRY", "OpDef", "get_op"]

@@ -17,20 +17,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, comptype, size
 from nnsym.errors import OperatorParamError
-from nnsym.graph import Entry, Node
-from nnsym.ops.elemwise import (
-    BINARY_BY_NAME,
-    binary_kernel,
-    binary_reference,
-    broadcast_rows,
-    is_integer,
-    trunc_div,
-)
-from nnsym.ops.grad import GradFn, node_gradient
-from nnsym.ops.params import NoParams, Params, field
-from nnsym.ops.registry import (
+from nnsym.ir.graph import Entry, Node
+from nnsym.ir.opdef import (
     DENSE,
     Example,
     Kernel,
@@ -41,6 +30,17 @@ from nnsym.ops.registry import (
     register,
     same_dtype,
 )
+from nnsym.ir.params import NoParams, Params, field
+from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, comptype, size
+from nnsym.ops.elemwise import (
+    BINARY_BY_NAME,
+    binary_kernel,
+    binary_reference,
+    broadcast_rows,
+    is_integer,
+    trunc_div,
+)
+from nnsym.ops.grad import GradFn, node_gradient
 from nnsym.ops.shape import strided_lowering
 from nnsym.types import DispatchMode, Shape, SType, shape_str
 

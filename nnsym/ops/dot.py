@@ -7,10 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
-from nnsym.ops.grad import node_gradient
-from nnsym.ops.params import Params, field
-from nnsym.ops.registry import (
+from nnsym.ir.opdef import (
     DENSE,
     Example,
     Kernel,
@@ -20,6 +17,9 @@ from nnsym.ops.registry import (
     register,
     same_dtype,
 )
+from nnsym.ir.params import Params, field
+from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ops.grad import node_gradient
 from nnsym.types import DispatchMode, Shape, SType, shape_str
 
 STYPES = ("default", "row_sparse", "csr")

@@ -31,10 +31,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
-from nnsym.ops.grad import binary_gradient, pass_through, unary_gradient
-from nnsym.ops.params import NoParams, Params, field
-from nnsym.ops.registry import (
+from nnsym.ir.opdef import (
     DENSE,
     Example,
     Kernel,
@@ -43,13 +40,32 @@ from nnsym.ops.registry import (
     elemwise_shape,
     register,
     same_dtype,
-    unary_lowering,
 )
+from nnsym.ir.params import NoParams, Params, field
+from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ops.grad import binary_gradient, pass_through, unary_gradient
 from nnsym.types import DispatchMode, SType
 
 Array = np.ndarray
 UnaryFn = Callable[[Array], Array]
 BinaryFn = Callable[[Array, Array], Array]
+
+
+def unary_lowering(expr: str, fparams: tuple[str, ...] = ()) -> Kernel:
+    """The dense kernel of a one-input elementwise operator from its scalar expression."""
+    def lower(call: Any) -> Any:
+        spec = KernelSpec.make(
+            "elemwise_unary.c.j2",
+            expr=expr,
+            fparams=fparams,
+            in_dtype=call.in_dtypes[0].name,
+            out_dtype=call.out_dtypes[0].name,
+            req=call.req,
+        )
+        fa = tuple(float(getattr(call.params, f)) for f in fparams)
+        return Lowered((Launch(spec, (size(call.out_shapes[0]),), fa),))
+
+    return Kernel(lower)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,11 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.errors import DTypeError
-from nnsym.graph import Entry, Node
-from nnsym.ops.params import NoParams, Params
-from nnsym.ops.registry import (
+from nnsym.ir.graph import Entry, Node
+from nnsym.ir.opdef import (
     DENSE,
     Kernel,
     OpDef,
@@ -33,6 +31,8 @@ from nnsym.ops.registry import (
     register,
     same_dtype,
 )
+from nnsym.ir.params import NoParams, Params
+from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.types import DispatchMode, SType
 
 GradFn = Callable[[Node, list[Entry | None]], list[Entry | None]]

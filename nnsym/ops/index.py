@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from nnsym.codegen.spec import KernelCall, Lowered
+from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, norm_axis, register, same_dtype
+from nnsym.ir.params import Params, field
+from nnsym.ir.spec import KernelCall, Lowered
 from nnsym.ops.broadcast_reduce import reduce_lowering
 from nnsym.ops.grad import no_gradient
-from nnsym.ops.params import Params, field
-from nnsym.ops.registry import DENSE, Example, Kernel, OpDef, norm_axis, register, same_dtype
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -22,11 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
-from nnsym.graph import Entry, Node
-from nnsym.ops.grad import backward_node, no_gradient, node_gradient, pass_through
-from nnsym.ops.params import NoParams, Params, field
-from nnsym.ops.registry import (
+from nnsym.ir.graph import Entry, Node, zeros_like
+from nnsym.ir.opdef import (
     DENSE,
     Example,
     Kernel,
@@ -42,6 +39,9 @@ from nnsym.ops.registry import (
     register,
     same_dtype,
 )
+from nnsym.ir.params import NoParams, Params, field
+from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ops.grad import backward_node, no_gradient, node_gradient, pass_through
 from nnsym.types import DispatchMode, Shape, SType, shape_str
 
 Dims = list[int | None]
@@ -1051,8 +1051,6 @@ BACKWARD_SLICE_CHANNEL = register(
 
 
 def slice_channel_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
-    from nnsym.passes.gradient import zeros_like
-
     ins = [g if g is not None else zeros_like(Entry(node, i)) for i, g in enumerate(ograds)]
     return [Entry(backward_node(BACKWARD_SLICE_CHANNEL, node, ins), 0)]
 

@@ -31,12 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
-from nnsym.ops.broadcast_reduce import reduce_out_shape
-from nnsym.ops.elemwise import broadcast_rows
-from nnsym.ops.grad import node_gradient, pass_through
-from nnsym.ops.params import Params, field
-from nnsym.ops.registry import (
+from nnsym.ir.opdef import (
     DENSE,
     Example,
     Kernel,
@@ -48,6 +43,11 @@ from nnsym.ops.registry import (
     register,
     same_dtype,
 )
+from nnsym.ir.params import Params, field
+from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ops.broadcast_reduce import reduce_out_shape
+from nnsym.ops.elemwise import broadcast_rows
+from nnsym.ops.grad import node_gradient, pass_through
 from nnsym.ops.shape import copy_lowering
 from nnsym.types import DispatchMode, SType, shape_str
 

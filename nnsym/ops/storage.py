@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from nnsym.errors import StorageTypeError
-from nnsym.ops.registry import OpDef, StypeRule
+from nnsym.ir.opdef import OpDef, StypeRule
 from nnsym.types import DispatchMode, SType
 
 D, R, C = SType.DEFAULT, SType.ROW_SPARSE, SType.CSR

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from types import MappingProxyType
 
 from nnsym.errors import NNSymError
-from nnsym.graph import Entry, Node, dfs_post_order
-from nnsym.ops.registry import get_op
+from nnsym.ir.graph import Entry, Node, dfs_post_order, zeros_like
+from nnsym.ir.opdef import get_op
 
 
 class GradientError(NNSymError):
@@ -35,12 +35,6 @@ def aggregate(entries: Sequence[Entry]) -> Entry | None:
     params, _ = op.parse_params({"num_args": len(entries)})
     attrs = MappingProxyType({"num_args": str(len(entries))})
     return Entry(Node(op, "sum_grad", params, tuple(entries), attrs), 0)
-
-
-def zeros_like(x: Entry) -> Entry:
-    op = get_op("zeros_like")
-    params, _ = op.parse_params({})
-    return Entry(Node(op, f"{x.node.name}_zeros_like", params, (x,)), 0)
 
 
 def gradient(ys: Sequence[Entry], xs: Sequence[Entry],

@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from nnsym.errors import DTypeError, NNSymError, ShapeError, node_error
-from nnsym.graph import Graph, Node
-from nnsym.ops.params import _parse_tuple_text
-from nnsym.ops.registry import OpDef, Rule, RuleError, merge_shape, same_dtype
+from nnsym.ir.graph import Graph, Node
+from nnsym.ir.opdef import OpDef, Rule, RuleError, merge_shape, same_dtype
+from nnsym.ir.params import _parse_tuple_text
 from nnsym.passes.manager import graph_pass
 from nnsym.types import dtype_of, from_mx_shape, shape_str
 

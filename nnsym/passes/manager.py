@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nnsym.errors import NNSymError, PassError, PassOrderError
-from nnsym.graph import FIELDS, Graph
+from nnsym.ir.graph import FIELDS, Graph
 
 log = logging.getLogger("nnsym.passes")
 
@@ -68,7 +68,7 @@ def run_passes(g: Graph, passes: Sequence[GraphPass], dump_dir: Path | None = No
             raise PassError(f"pass {p.name} did not provide {sorted(lacking)} (after {done})")
         done.append(p.name)
         if dump_dir is not None:
-            from nnsym.symbol.json_io import graph_to_json
+            from nnsym.ir.json import graph_to_json
 
             dump_dir.mkdir(parents=True, exist_ok=True)
             (dump_dir / f"{len(done):02d}_{p.name}.json").write_text(

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nnsym.graph import IndexedGraph
+from nnsym.ir.graph import IndexedGraph
 
 VARIABLE = -1
 EXTERNAL = -2

@@ -9,7 +9,7 @@ Variables take the storage type given for them (``infer_storage_type(**stypes)``
 from __future__ import annotations
 
 from nnsym.errors import StorageTypeError, node_error
-from nnsym.graph import Graph
+from nnsym.ir.graph import Graph
 from nnsym.ops.storage import infer_storage
 from nnsym.passes.manager import graph_pass
 from nnsym.types import DispatchMode, SType

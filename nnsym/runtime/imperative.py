@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 
 from nnsym.codegen import compiler
-from nnsym.codegen.spec import KernelCall, Lowered
-from nnsym.errors import NNSymError, ShapeError, node_error
-from nnsym.graph import Entry, Graph, GraphAttrs, Node, variable
+from nnsym.errors import NoKernelError, ShapeError, node_error
+from nnsym.ir.graph import Entry, Graph, GraphAttrs, Node, variable
+from nnsym.ir.opdef import DENSE, OpDef
+from nnsym.ir.spec import KernelCall, Lowered
 from nnsym.ops.nn.dropout import next_seed
-from nnsym.ops.registry import DENSE, OpDef
 from nnsym.passes.infer import infer_shape, infer_type
 from nnsym.passes.manager import run_passes
 from nnsym.types import shape_str
@@ -30,10 +30,6 @@ _from_buffer = FFI._backend.from_buffer
 _newp = FFI._backend.newp
 _CHAR_ARR = FFI.typeof("char[]")
 _VOIDP_ARR = FFI.typeof("void *[]")
-
-
-class NoKernelError(NNSymError):
-    """The operator has no kernel for these storage types on this backend."""
 
 
 @dataclass

@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from nnsym.codegen import compiler
-from nnsym.codegen.spec import comptype
+from nnsym.ir.spec import comptype
 from nnsym.sparse import build
 
 Array = npt.NDArray[Any]

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from nnsym.codegen import compiler
-from nnsym.codegen.spec import ctype
+from nnsym.ir.spec import ctype
 from nnsym.sparse import build
 
 DTYPES = ("float32", "float64")

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from nnsym import ops as _ops
+from nnsym.ir.namespace import populate_namespaces as _populate_namespaces
 from nnsym.symbol.json_io import load, load_json
 from nnsym.symbol.naming import AttrScope, NameManager, Prefix
 from nnsym.symbol.ops import make_function as _make_function
-from nnsym.symbol.ops import populate_namespaces as _populate_namespaces
 from nnsym.symbol.symbol import Group, Symbol, Variable, var
 
 _functions, _subs = _populate_namespaces("nnsym.symbol", _make_function)

@@ -18,9 +18,9 @@ from nnsym.errors import (
     ShapeError,
     StorageTypeError,
 )
-from nnsym.graph import Entry, Graph, GraphAttrs, IndexedGraph, Node, variable
-from nnsym.ops.params import mx_str
-from nnsym.ops.registry import OpDef
+from nnsym.ir.graph import Entry, Graph, GraphAttrs, IndexedGraph, Node, variable
+from nnsym.ir.opdef import OpDef
+from nnsym.ir.params import mx_str
 from nnsym.symbol.naming import AttrScope, NameManager
 from nnsym.types import SType, dtype_flag, dtype_of, from_mx_shape, to_mx_shape
 
@@ -299,7 +299,7 @@ class Symbol:
         return self
 
     def __abs__(self) -> Symbol:
-        from nnsym.ops.registry import get_op
+        from nnsym.ir.opdef import get_op
 
         return apply_op(get_op("abs"), "abs", [self], {})
 
@@ -419,7 +419,7 @@ class Symbol:
         ``args``/``args_grad``/``aux_states``: lists in ``list_arguments`` /
         ``list_auxiliary_states`` order or dicts by name; ``grad_req``: 'write', 'add' or
         'null', per argument by list or dict (unlisted: 'null')."""
-        from nnsym.runtime.executor import Executor
+        from nnsym.executor.executor import Executor
 
         _unsupported(group2ctx=group2ctx, shared_exec=shared_exec)
         return Executor(self, ctx, args, args_grad, grad_req, aux_states)
@@ -442,9 +442,9 @@ class Symbol:
         sparse arrays. Gradient arrays take the storage types the operators' backward rules
         give (a row_sparse weight gradient through ``dot(csr, weight)`` or
         ``Embedding(sparse_grad=True)``)."""
+        from nnsym.executor.executor import BindError, Executor, _reqs
         from nnsym.ndarray.ndarray import NDArray, zeros
         from nnsym.ndarray.sparse import zeros as sparse_zeros
-        from nnsym.runtime.executor import BindError, Executor, _reqs
 
         _unsupported(group2ctx=group2ctx)
         arg_s, _, aux_s = self._infer("shape", (), kwargs)
@@ -509,7 +509,7 @@ class Symbol:
     def _arg_stypes(self, stype_dict: Any) -> list[str]:
         """Storage types of the arguments: ``stype_dict``, else ``__storage_type__``, else
         default."""
-        from nnsym.runtime.executor import BindError
+        from nnsym.executor.executor import BindError
 
         names = self.list_arguments()
         given = dict(stype_dict or {})
@@ -542,7 +542,8 @@ class Symbol:
     def tojson(self, inferred: bool = False, **kwargs: Any) -> str:
         """MXNet 1.x symbol JSON. ``inferred=True`` runs inference (``kwargs`` as ``infer_shape``)
         and records every inferred attribute per entry inside each node's ``attrs``."""
-        from nnsym.symbol.json_io import graph_to_json, infer_for_dump
+        from nnsym.ir.json import graph_to_json
+        from nnsym.symbol.json_io import infer_for_dump
 
         if not inferred:
             if kwargs:
@@ -741,7 +742,7 @@ def _set_input_var_attrs(op: OpDef, in_names: Sequence[str], entries: list[Entry
 # Operator functions behind the arithmetic operators, by MXNet's Python name (the naming hint
 # is the lower-cased name, as MXNet's front end derives it).
 def _arith(lhs: Symbol, rhs: Any, sym_fn: str | None, scalar_fn: str) -> Symbol:
-    from nnsym.ops.registry import get_op
+    from nnsym.ir.opdef import get_op
 
     if isinstance(rhs, Symbol):
         if sym_fn is None:

@@ -13,10 +13,10 @@ import pytest
 from nnsym import nd, sym
 from nnsym.codegen import compiler
 from nnsym.codegen.render import render_spec
-from nnsym.codegen.spec import KernelCall, KernelSpec
 from nnsym.errors import NNSymError, OperatorParamError
+from nnsym.ir.opdef import DENSE
+from nnsym.ir.spec import KernelCall, KernelSpec
 from nnsym.ops import get_op
-from nnsym.ops.registry import DENSE
 
 HOSTILE = '"); system("rm -rf /"); /*'
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nnsym.codegen.spec import CTYPES, KernelSpec
 from nnsym.cuda import codegen as cg
+from nnsym.ir.spec import CTYPES, KernelSpec
 from nnsym.ops.broadcast_reduce import BROADCAST
 from nnsym.ops.elemwise import BINARY, SCALAR_OPS, UNARY, kernel_expr
 

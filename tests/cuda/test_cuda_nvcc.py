@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from nnsym.codegen.spec import KernelSpec
 from nnsym.cuda import codegen as cg
+from nnsym.ir.spec import KernelSpec
 
 pytestmark = pytest.mark.skipif(cg.nvcc() is None, reason="nvcc is not on PATH")
 

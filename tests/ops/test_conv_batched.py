@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from nnsym.codegen import compiler
-from nnsym.codegen.spec import KernelCall, Lowered
+from nnsym.ir.spec import KernelCall, Lowered
 from nnsym.ops import REGISTRY
 from nnsym.ops.nn import conv_batched
 from nnsym.ops.nn.conv import (
@@ -205,8 +205,8 @@ def test_routed_through_nd_and_executor(monkeypatch):
     monkeypatch of the registered kernels: nd.Convolution and an executor's backward agree
     with the per-image kernels."""
     from nnsym import nd, sym
+    from nnsym.ir.opdef import DENSE, Kernel
     from nnsym.ops.nn import conv as conv_mod
-    from nnsym.ops.registry import DENSE, Kernel
 
     rng = np.random.default_rng(11)
     x = rng.uniform(-1, 1, (6, 8, 4, 4))

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from nnsym.errors import NNSymError, OperatorParamError, ShapeError
-from nnsym.graph import Graph, GraphAttrs
+from nnsym.ir.graph import Graph, GraphAttrs
 from nnsym.ops import get_op
 from nnsym.passes.infer import infer_shape
 from nnsym.testing import infer_node, single_node_graph

@@ -14,9 +14,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from nnsym.errors import NoKernelError
 from nnsym.ops import REGISTRY
 from nnsym.ops.nn.conv import DEFAULT_LAYOUT, from_ncx
-from nnsym.runtime.imperative import NoKernelError, run_op
+from nnsym.runtime.imperative import run_op
 from nnsym.testing import make_inputs, reference_outputs
 
 CONV, POOL, BN = REGISTRY["Convolution"], REGISTRY["Pooling"], REGISTRY["BatchNorm"]

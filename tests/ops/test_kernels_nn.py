@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from nnsym.ir.opdef import DENSE
 from nnsym.ops import REGISTRY
 from nnsym.ops.nn import dropout as dropout_mod
-from nnsym.ops.registry import DENSE
 from nnsym.runtime.imperative import compile_call, infer_one, run_op
 from nnsym.testing import assert_close, make_inputs, prefilled, reference_as
 

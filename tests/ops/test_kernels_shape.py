@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nnsym.codegen import compiler
-from nnsym.codegen.spec import KernelCall
+from nnsym.ir.opdef import DENSE
+from nnsym.ir.spec import KernelCall
 from nnsym.ops import REGISTRY
-from nnsym.ops.registry import DENSE
 from nnsym.ops.shape import CAST_DTYPES
 from nnsym.runtime.imperative import compile_call, infer_one, run_op
 from nnsym.testing import make_inputs, reference_outputs

@@ -17,10 +17,10 @@ import nnsym.ops.nn.deconv
 import nnsym.ops.nn.lrn
 import nnsym.ops.nn.upsampling  # noqa: F401  (registration happens at import)
 from nnsym import nd, sym
-from nnsym.codegen.spec import KernelCall
-from nnsym.errors import NNSymError, OperatorParamError
+from nnsym.errors import NNSymError, NoKernelError, OperatorParamError
+from nnsym.ir.spec import KernelCall
 from nnsym.ops import get_op
-from nnsym.runtime.imperative import NoKernelError, run_op
+from nnsym.runtime.imperative import run_op
 from nnsym.symbol.ops import make_function
 from nnsym.test_utils import check_numeric_gradient
 

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 from nnsym.errors import DTypeError, OperatorParamError, ShapeError
+from nnsym.ir.opdef import RuleError
 from nnsym.ops import get_op
 from nnsym.ops.nn.activation import ACTIVATION, LEAKY_RELU, prelu_gamma_shape
-from nnsym.ops.registry import RuleError
 from nnsym.testing import infer_node
 from nnsym.types import from_mx_shape
 

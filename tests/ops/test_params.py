@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nnsym.errors import OperatorParamError
-from nnsym.ops.params import Params, field, mx_str
+from nnsym.ir.params import Params, field, mx_str
 
 
 @dataclass(frozen=True, kw_only=True)

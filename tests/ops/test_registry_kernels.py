@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from nnsym import nd
+from nnsym.ir.opdef import DENSE
 from nnsym.ops import REGISTRY
-from nnsym.ops.registry import DENSE
 from nnsym.testing import make_inputs, reference_outputs
 
 OPS = sorted(REGISTRY.values(), key=lambda op: op.name)

@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nnsym.errors import NNSymError, OperatorParamError, ShapeError
-from nnsym.graph import Graph, GraphAttrs
+from nnsym.ir.graph import Graph, GraphAttrs
 from nnsym.ops import get_op
 from nnsym.ops.shape import slice_len
 from nnsym.passes.infer import infer_shape

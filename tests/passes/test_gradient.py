@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from nnsym import sym
-from nnsym.graph import Entry, Node, dfs_post_order, variable
-from nnsym.ops.registry import OpDef, get_op
+from nnsym.ir.graph import Entry, Node, dfs_post_order, variable
+from nnsym.ir.opdef import OpDef, get_op
 from nnsym.passes.gradient import GradientError, gradient
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from nnsym import sym
 from nnsym.errors import PassError, PassOrderError
-from nnsym.graph import Graph
+from nnsym.ir.graph import Graph
 from nnsym.passes.infer import infer_shape, infer_type
 from nnsym.passes.manager import graph_pass, run_passes
 

@@ -8,8 +8,8 @@ import pytest
 
 from nnsym import sym
 from nnsym.errors import CompositionError, OperatorParamError
+from nnsym.ir.opdef import all_names
 from nnsym.ops import REGISTRY
-from nnsym.ops.registry import all_names
 
 
 def test_every_registered_name_is_a_function():

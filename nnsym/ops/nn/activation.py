@@ -18,11 +18,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
-from nnsym.graph import Entry, Node
-from nnsym.ops.grad import node_gradient, unary_gradient
-from nnsym.ops.params import Params, field
-from nnsym.ops.registry import (
+from nnsym.ir.graph import Entry, Node
+from nnsym.ir.opdef import (
     DENSE,
     Example,
     Kernel,
@@ -33,6 +30,9 @@ from nnsym.ops.registry import (
     register,
     same_dtype,
 )
+from nnsym.ir.params import Params, field
+from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ops.grad import node_gradient, unary_gradient
 from nnsym.types import Shape, shape_str
 
 

@@ -6,11 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
-from nnsym.graph import Entry
-from nnsym.ops.grad import node_gradient
-from nnsym.ops.params import Params, field
-from nnsym.ops.registry import (
+from nnsym.ir.graph import Entry
+from nnsym.ir.opdef import (
     DENSE,
     Example,
     Kernel,
@@ -20,6 +17,9 @@ from nnsym.ops.registry import (
     norm_axis,
     register,
 )
+from nnsym.ir.params import Params, field
+from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ops.grad import node_gradient
 from nnsym.types import shape_str
 
 PARAM_INPUTS = ("gamma", "beta", "moving_mean", "moving_var")

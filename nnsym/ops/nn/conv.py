@@ -14,11 +14,9 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
-from nnsym.graph import Entry
-from nnsym.ops.grad import node_gradient
-from nnsym.ops.params import Params, field
-from nnsym.ops.registry import (
+from nnsym.errors import NoKernelError
+from nnsym.ir.graph import Entry
+from nnsym.ir.opdef import (
     DENSE,
     Example,
     Kernel,
@@ -28,6 +26,9 @@ from nnsym.ops.registry import (
     register,
     same_dtype,
 )
+from nnsym.ir.params import Params, field
+from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ops.grad import node_gradient
 from nnsym.types import Shape, shape_str
 
 # Default layout by number of spatial dimensions (MXNet picks it from the kernel's length).
@@ -272,8 +273,6 @@ def _ncx(shape: tuple[int, ...], layout: str) -> list[int]:
 
 
 def _no_kernel(msg: str) -> Exception:
-    from nnsym.runtime.imperative import NoKernelError  # NOTE: lazy; runtime imports ops
-
     return NoKernelError(msg)
 
 

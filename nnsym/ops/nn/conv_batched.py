@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.nn.conv import COL_CHUNK, ConvolutionParams, _channel_last, _ncx, _pad3
 
 # Largest per-image output (OD * OH * OW) batched. Measured with

@@ -21,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, merge_shape, register
+from nnsym.ir.params import Params, field
+from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.grad import node_gradient
 from nnsym.ops.nn.conv import (
     DEFAULT_LAYOUT,
@@ -37,8 +39,6 @@ from nnsym.ops.nn.conv import (
     from_ncx,
     to_ncx,
 )
-from nnsym.ops.params import Params, field
-from nnsym.ops.registry import DENSE, Example, Kernel, OpDef, RuleError, merge_shape, register
 from nnsym.types import shape_str
 
 GEMM_DTYPES = ("float32", "float64")

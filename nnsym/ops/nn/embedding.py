@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, StypeRule, register
+from nnsym.ir.params import Params, field
+from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.grad import node_gradient
-from nnsym.ops.params import Params, field
-from nnsym.ops.registry import DENSE, Example, Kernel, OpDef, RuleError, StypeRule, register
 from nnsym.types import DispatchMode, SType
 
 # MXNet also accepts bfloat16, which numpy (and so nnsym) has no dtype for.

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
-from nnsym.ops.dot import gemm_launch
-from nnsym.ops.grad import node_gradient
-from nnsym.ops.params import Params, field
-from nnsym.ops.registry import (
+from nnsym.ir.opdef import (
     DENSE,
     Example,
     Kernel,
@@ -19,6 +15,10 @@ from nnsym.ops.registry import (
     register,
     same_dtype,
 )
+from nnsym.ir.params import Params, field
+from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ops.dot import gemm_launch
+from nnsym.ops.grad import node_gradient
 
 
 @dataclass(frozen=True, kw_only=True)

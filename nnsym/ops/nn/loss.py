@@ -12,12 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
-from nnsym.graph import Entry, Node
-from nnsym.ops.grad import backward_node
-from nnsym.ops.nn.activation import ACTIVATION, elementwise_launch, softmax_launch
-from nnsym.ops.params import Params, field
-from nnsym.ops.registry import (
+from nnsym.ir.graph import Entry, Node
+from nnsym.ir.opdef import (
     DENSE,
     Example,
     Kernel,
@@ -29,6 +25,10 @@ from nnsym.ops.registry import (
     register,
     same_dtype,
 )
+from nnsym.ir.params import Params, field
+from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ops.grad import backward_node
+from nnsym.ops.nn.activation import ACTIVATION, elementwise_launch, softmax_launch
 from nnsym.types import Shape, shape_str
 
 NORMALIZATIONS = ("batch", "null", "valid")

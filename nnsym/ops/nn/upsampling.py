@@ -23,7 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nnsym.codegen.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, register
+from nnsym.ir.params import Params, field
+from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.grad import node_gradient
 from nnsym.ops.nn.conv import _conform, _no_kernel
 from nnsym.ops.nn.deconv import (
@@ -32,8 +34,6 @@ from nnsym.ops.nn.deconv import (
     deconvolution_lowering,
     deconvolution_reference,
 )
-from nnsym.ops.params import Params, field
-from nnsym.ops.registry import DENSE, Example, Kernel, OpDef, RuleError, register
 from nnsym.types import shape_str
 
 FLOAT_DTYPES = ("float16", "float32", "float64")

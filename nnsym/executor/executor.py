@@ -17,20 +17,19 @@ from typing import Any
 import numpy as np
 
 from nnsym.codegen import compiler
-from nnsym.codegen.spec import KernelCall, Lowered
 from nnsym.context import Context, cpu
-from nnsym.errors import NNSymError, ShapeError
-from nnsym.graph import Entry, Graph, GraphAttrs, Node, dfs_post_order, variable
+from nnsym.errors import NNSymError, NoKernelError, ShapeError
+from nnsym.ir.graph import Entry, Graph, GraphAttrs, Node, dfs_post_order, variable
+from nnsym.ir.opdef import DENSE, get_op
+from nnsym.ir.spec import KernelCall, Lowered
 from nnsym.ndarray.ndarray import NDArray
 from nnsym.ndarray.sparse import _assign
 from nnsym.ops.nn.dropout import next_seed
-from nnsym.ops.registry import DENSE, get_op
 from nnsym.passes.gradient import gradient
 from nnsym.passes.infer import infer_shape, infer_type
 from nnsym.passes.manager import run_passes
 from nnsym.passes.memory import MemoryPlan, entry_readers, plan_memory
 from nnsym.passes.stype import infer_storage_type
-from nnsym.runtime.imperative import NoKernelError
 from nnsym.types import DispatchMode, SType, shape_str
 
 GRAD_REQS = ("null", "write", "add")
@@ -631,13 +630,13 @@ class Executor:
         """The bound graph (forward and backward) as MXNet symbol JSON with every decided
         attribute per node: shapes, dtypes, storage ids (-1 the caller's variable arrays, -2 the
         caller's gradient arrays, else a pool block) and in-place input indices (-1: none)."""
-        from nnsym.symbol.json_io import graph_to_json
+        from nnsym.ir.json import graph_to_json
 
         return graph_to_json(self._graph, inferred=True)
 
     def debug_str(self) -> str:
         """The bound graph (forward and backward) in MXNet's layout, then the planned total."""
-        from nnsym.runtime.debug import debug_str
+        from nnsym.executor.debug import debug_str
 
         return debug_str(self._idx, self._plan, self._stypes, self._modes)
 

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from nnsym.errors import GraphFormatError
-from nnsym.ops.registry import OpDef
+from nnsym.ir.opdef import OpDef, get_op
 from nnsym.types import DispatchMode, Shape, SType
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
@@ -218,3 +218,10 @@ class IndexedGraph:
             for e in n.inputs:
                 g.add_edge(self._nid[id(e.node)], i, index=e.index)
         return g
+
+
+def zeros_like(x: Entry) -> Entry:
+    """A ``zeros_like`` node of ``x`` (a gradient where none flows)."""
+    op = get_op("zeros_like")
+    params, _ = op.parse_params({})
+    return Entry(Node(op, f"{x.node.name}_zeros_like", params, (x,)), 0)

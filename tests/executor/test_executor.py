@@ -11,7 +11,7 @@ import pytest
 
 from nnsym import nd, sym
 from nnsym.errors import NNSymError, OperatorParamError, ShapeError
-from nnsym.runtime.executor import BindError
+from nnsym.executor.executor import BindError
 
 EVIDENCE = Path(__file__).resolve().parents[1] / "golden" / "evidence"
 

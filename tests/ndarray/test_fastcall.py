@@ -14,7 +14,7 @@ import pytest
 
 from nnsym import nd
 from nnsym.codegen import compiler
-from nnsym.runtime import fastcall
+from nnsym.ndarray import fastcall
 
 pytestmark = pytest.mark.skipif(fastcall.module() is None, reason="no C fast path here")
 

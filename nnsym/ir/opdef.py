@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from nnsym.errors import OperatorParamError
-from nnsym.ops.params import NoParams, Params
+from nnsym.ir.params import NoParams, Params
 from nnsym.types import DispatchMode, Shape, SType
 
 Rule = Callable[[Any, list[Any], list[Any]], tuple[Sequence[Any], Sequence[Any]]]
@@ -267,22 +267,3 @@ def fixed_out_dtype(dtype_of_params: Callable[[Any], Any]) -> Rule:
         return list(ins), [np.dtype(dtype_of_params(p))] * len(outs)
 
     return rule
-
-
-def unary_lowering(expr: str, fparams: tuple[str, ...] = ()) -> Kernel:
-    """The dense kernel of a one-input elementwise operator from its scalar expression."""
-    from nnsym.codegen.spec import KernelSpec, Launch, Lowered, size
-
-    def lower(call: Any) -> Any:
-        spec = KernelSpec.make(
-            "elemwise_unary.c.j2",
-            expr=expr,
-            fparams=fparams,
-            in_dtype=call.in_dtypes[0].name,
-            out_dtype=call.out_dtypes[0].name,
-            req=call.req,
-        )
-        fa = tuple(float(getattr(call.params, f)) for f in fparams)
-        return Lowered((Launch(spec, (size(call.out_shapes[0]),), fa),))
-
-    return Kernel(lower)

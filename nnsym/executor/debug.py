@@ -6,7 +6,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 
-from nnsym.graph import IndexedGraph
+from nnsym.ir.graph import IndexedGraph
 from nnsym.passes.memory import MemoryPlan
 from nnsym.types import DispatchMode, SType
 
