@@ -26,8 +26,8 @@ from harness import environment, measure, report, row
 from nnsym.codegen import compiler
 from nnsym.ir.spec import KernelCall, Lowered
 from nnsym.ops import REGISTRY
-from nnsym.ops.nn import conv_batched
-from nnsym.ops.nn.conv import convolution_backward_lowering, convolution_lowering
+from nnsym.ops.conv import conv_batched
+from nnsym.ops.conv.conv import convolution_backward_lowering, convolution_lowering
 
 FFI = compiler.FFI
 CONV = REGISTRY["Convolution"]

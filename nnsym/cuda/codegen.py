@@ -44,9 +44,9 @@ OPS_DIR = Path(__file__).resolve().parent.parent / "ops"
 # Short family names of the three elementwise families (the others are named by their C
 # template's file stem: "pool_backward", "dot_gemm"...).
 SHORT_NAMES: dict[str, str] = {
-    "elemwise_unary.c.j2": "unary",
-    "elemwise_binary.c.j2": "binary",
-    "elemwise_backward.c.j2": "backward",
+    "elemwise/elemwise_unary.c.j2": "unary",
+    "elemwise/elemwise_binary.c.j2": "binary",
+    "elemwise/elemwise_backward.c.j2": "backward",
 }
 ELEMWISE = ("unary", "binary", "backward")
 # Families whose CUDA kernels may sum in another order than the C kernel (tree reductions in
@@ -62,7 +62,7 @@ REORDERING: frozenset[str] = frozenset({
 
 
 def cuda_twin(c_template: str) -> str:
-    """The CUDA template beside a C template (``nn/pool.c.j2`` -> ``nn/pool.cu.j2``)."""
+    """The CUDA template beside a C template (``conv/pool.c.j2`` -> ``conv/pool.cu.j2``)."""
     assert c_template.endswith(".c.j2"), c_template
     return c_template[: -len(".c.j2")] + ".cu.j2"
 

@@ -132,7 +132,7 @@ def _k(stem: str, template: str, kernel: str, ctx: dict[str, Any], cfn: str | No
 
 def binary_exprs(dtype: str) -> dict[str, str]:
     """The scalar expression of each sparse binary operator for a dtype (short name -> expr)."""
-    from nnsym.ops.elemwise import BINARY_BY_NAME, kernel_expr
+    from nnsym.ops.elemwise.elemwise import BINARY_BY_NAME, kernel_expr
 
     return {short: kernel_expr(op, BINARY_BY_NAME[op].expr, np.dtype(dtype))
             for short, op in BINARY_OPS.items()}

@@ -716,7 +716,7 @@ def _sparse_step(node: Node, ins: list[NDArray], outs: list[NDArray], reqs: tupl
     from nnsym.ndarray.ndarray import invoke
     from nnsym.ndarray.sparse import cast_storage
     from nnsym.ndarray.sparse_ops import EX
-    from nnsym.ops.storage import infer_storage, on_fallback
+    from nnsym.ops.common.stype import infer_storage, on_fallback
 
     op, p = node.op, node.params
     assert op is not None

@@ -401,7 +401,7 @@ def invoke(op: OpDef | str, inputs: Sequence[NDArray], params: dict[str, Any],
 def _sparse_from_dense(op: OpDef, params: dict[str, Any], n_in: int) -> bool:
     """Whether the storage rules give dense inputs anything but the dense kernel (a sparse
     output: Embedding's sparse_grad, cast_storage to csr)."""
-    from nnsym.ops.storage import infer_storage
+    from nnsym.ops.common.stype import infer_storage
     from nnsym.types import DispatchMode, SType
 
     if not any(all(s in (None, SType.DEFAULT) for s in r.ins) for r in op.stype_rules):

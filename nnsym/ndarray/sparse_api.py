@@ -50,7 +50,7 @@ def add_sparse_api(ns: ModuleType) -> None:
     functions: ``nd.cast_storage`` is replaced by the function above too (the generated one
     takes inputs only by position, and its cached dense-kernel fast path would skip the storage
     rules that make a dense input's result sparse)."""
-    from nnsym.ops.sparse_defs import register_ex_implementations
+    from nnsym.ops.storage.sparse_defs import register_ex_implementations
 
     register_ex_implementations()
     for n in ("CSRNDArray", "RowSparseNDArray", "BaseSparseNDArray", "csr_matrix",

@@ -25,7 +25,7 @@ from nnsym.ndarray.sparse import (
     _assign,
     cast_storage,
 )
-from nnsym.ops.storage import Decision, infer_storage, on_fallback
+from nnsym.ops.common.stype import Decision, infer_storage, on_fallback
 from nnsym.runtime.imperative import infer_one
 from nnsym.types import DispatchMode, SType
 
@@ -321,7 +321,7 @@ def _binary_kernel(k: Any, op: OpDef, a: NDArray, b: NDArray, out: SType) -> NDA
     """A merge by the generated kernels of ``nnsym.sparse.elemwise`` (``k``), computing the
     operator's own scalar expression (integer division guarded as in the dense kernels); None
     for the one case they leave to numpy (integer row_sparse / row_sparse)."""
-    from nnsym.ops.elemwise import BINARY_BY_NAME, kernel_expr
+    from nnsym.ops.elemwise.elemwise import BINARY_BY_NAME, kernel_expr
 
     expr = kernel_expr(op.name, BINARY_BY_NAME[op.name].expr, np.dtype(a.dtype))
     kind = "union" if op.name in ("elemwise_add", "elemwise_sub") else "intersection"

@@ -1,18 +1,21 @@
-"""The operator library. Importing this package registers every operator exactly once."""
+"""The operator library, one package per family. Importing this package registers every operator
+exactly once."""
 
 from nnsym.ir.opdef import REGISTRY, OpDef, get_op
-from nnsym.ops import broadcast_reduce, dot, elemwise, index, shape, sparse_defs  # noqa: F401
+from nnsym.ops.conv import conv, conv_batched, deconv, upsampling  # noqa: F401
+from nnsym.ops.dot import dot  # noqa: F401
+from nnsym.ops.elemwise import elemwise  # noqa: F401
 from nnsym.ops.nn import (  # noqa: F401
     activation,
     batch_norm,
-    conv,
-    deconv,
     dropout,
     embedding,
     fully_connected,
     loss,
     lrn,
-    upsampling,
 )
+from nnsym.ops.reduce import broadcast_reduce, index  # noqa: F401
+from nnsym.ops.shape import shape  # noqa: F401
+from nnsym.ops.storage import sparse_defs  # noqa: F401
 
 __all__ = ["REGISTRY", "OpDef", "get_op"]

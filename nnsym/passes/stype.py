@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from nnsym.errors import StorageTypeError, node_error
 from nnsym.ir.graph import Graph
-from nnsym.ops.storage import infer_storage
+from nnsym.ops.common.stype import infer_storage
 from nnsym.passes.manager import graph_pass
 from nnsym.types import DispatchMode, SType
 

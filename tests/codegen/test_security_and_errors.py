@@ -41,11 +41,11 @@ def test_hostile_names_and_parameter_strings_never_reach_source():
 
 def test_specs_accept_only_typed_literals():
     with pytest.raises(ValueError, match="not safe"):
-        KernelSpec.make("elemwise_unary.c.j2", expr='x); system("ls"', req="write")
+        KernelSpec.make("elemwise/elemwise_unary.c.j2", expr='x); system("ls"', req="write")
     with pytest.raises(ValueError, match="not safe"):
-        KernelSpec.make("elemwise_unary.c.j2", expr="x /* c */", req="write")
+        KernelSpec.make("elemwise/elemwise_unary.c.j2", expr="x /* c */", req="write")
     with pytest.raises(TypeError):
-        KernelSpec.make("elemwise_unary.c.j2", expr=object())
+        KernelSpec.make("elemwise/elemwise_unary.c.j2", expr=object())
 
 
 def test_lowered_source_comes_from_registered_expressions():
@@ -58,7 +58,8 @@ def test_lowered_source_comes_from_registered_expressions():
 
 
 def test_compiler_failure_raises_with_message_and_kept_source():
-    spec = KernelSpec.make("elemwise_unary.c.j2", expr="x + + ", fparams=(), in_dtype="float32",
+    spec = KernelSpec.make("elemwise/elemwise_unary.c.j2", expr="x + + ", fparams=(),
+                           in_dtype="float32",
                            out_dtype="float32", req="write")
     with pytest.raises(compiler.CompileError) as info:
         compiler.functions([spec])

@@ -14,8 +14,8 @@ import pytest
 
 from nnsym.cuda import codegen as cg
 from nnsym.ir.spec import CTYPES, KernelSpec
-from nnsym.ops.broadcast_reduce import BROADCAST
-from nnsym.ops.elemwise import BINARY, SCALAR_OPS, UNARY, kernel_expr
+from nnsym.ops.elemwise.elemwise import BINARY, SCALAR_OPS, UNARY, kernel_expr
+from nnsym.ops.reduce.broadcast_reduce import BROADCAST
 
 
 @pytest.fixture(scope="module")
@@ -97,9 +97,9 @@ def test_unknown_target_and_spec_safety():
     with pytest.raises(ValueError):
         cg.prologue("opencl")
     with pytest.raises(ValueError):
-        KernelSpec.make("elemwise_unary.c.j2", expr='x); system("x"); (x')
+        KernelSpec.make("elemwise/elemwise_unary.c.j2", expr='x); system("x"); (x')
     with pytest.raises(ValueError):
-        KernelSpec.make("elemwise_unary.c.j2", expr="x /* */")
+        KernelSpec.make("elemwise/elemwise_unary.c.j2", expr="x /* */")
 
 
 def test_write_sources_one_kernel_per_file(tmp_path, variants):

@@ -14,13 +14,13 @@ import pytest
 from nnsym.codegen import compiler
 from nnsym.ir.spec import KernelCall, Lowered
 from nnsym.ops import REGISTRY
-from nnsym.ops.nn import conv_batched
-from nnsym.ops.nn.conv import (
+from nnsym.ops.conv import conv_batched
+from nnsym.ops.conv.conv import (
     ConvolutionParams,
     convolution_backward_lowering,
     convolution_lowering,
 )
-from nnsym.ops.nn.conv_batched import (
+from nnsym.ops.conv.conv_batched import (
     batched_backward_lowering,
     batched_forward_lowering,
 )
@@ -206,7 +206,7 @@ def test_routed_through_nd_and_executor(monkeypatch):
     with the per-image kernels."""
     from nnsym import nd, sym
     from nnsym.ir.opdef import DENSE, Kernel
-    from nnsym.ops.nn import conv as conv_mod
+    from nnsym.ops.conv import conv as conv_mod
 
     rng = np.random.default_rng(11)
     x = rng.uniform(-1, 1, (6, 8, 4, 4))

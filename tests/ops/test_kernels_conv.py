@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from nnsym.errors import NoKernelError
 from nnsym.ops import REGISTRY
-from nnsym.ops.nn.conv import DEFAULT_LAYOUT, from_ncx
+from nnsym.ops.conv.conv import DEFAULT_LAYOUT, from_ncx
 from nnsym.runtime.imperative import run_op
 from nnsym.testing import make_inputs, reference_outputs
 
@@ -244,7 +244,7 @@ def pool_cases(draw: Any) -> tuple[dict[str, Any], list[np.ndarray], str]:
         assume(all(k <= x + 2 * q for k, x, q in zip(kernel, xs, pad)))
         params.update(kernel=kernel, stride=stride, pad=pad, pooling_convention=convention)
         p, _ = POOL.parse_params(params)
-        from nnsym.ops.nn.conv import _pool_out
+        from nnsym.ops.conv.conv import _pool_out
 
         osz = [_pool_out(p, x, k, s, q) for x, k, s, q in zip(xs, kernel, stride, pad)]
         assume(

@@ -13,9 +13,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-import nnsym.ops.nn.deconv
-import nnsym.ops.nn.lrn
-import nnsym.ops.nn.upsampling  # noqa: F401  (registration happens at import)
 from nnsym import nd, sym
 from nnsym.errors import NNSymError, NoKernelError, OperatorParamError
 from nnsym.ir.spec import KernelCall
@@ -492,19 +489,19 @@ def _templates(op: Any, params: dict, ins: list, outs: list, reqs=None) -> list[
 def test_deconvolution_lowers_to_convolution_templates():
     p = {"kernel": (3, 3), "num_filter": 4, "stride": (2, 2), "no_bias": False}
     assert _templates(DECONV, p, [(2, 3, 4, 4), (3, 4, 3, 3), (4,)], [(2, 4, 9, 9)]) == [
-        "nn/conv_backward.c.j2", "nn/deconv_bias.c.j2"]
+        "conv/conv_backward.c.j2", "conv/deconv_bias.c.j2"]
     back = get_op("_backward_Deconvolution")
     ins = [(2, 4, 9, 9), (2, 3, 4, 4), (3, 4, 3, 3)]
     outs = [(2, 3, 4, 4), (3, 4, 3, 3), (4,)]
     # the data gradient is a Convolution forward (several images per GEMM for small outputs)
     assert _templates(back, p, ins, outs) == [
-        "nn/conv_batched_fwd.c.j2", "nn/conv_backward.c.j2", "nn/deconv_bias.c.j2"]
-    assert _templates(back, p, ins, outs, ("null", "write", "null")) == ["nn/conv_backward.c.j2"]
+        "conv/conv_batched_fwd.c.j2", "conv/conv_backward.c.j2", "conv/deconv_bias.c.j2"]
+    assert _templates(back, p, ins, outs, ("null", "write", "null")) == ["conv/conv_backward.c.j2"]
     dw = {"kernel": (3, 3), "num_filter": 3, "num_group": 3}
     assert _templates(get_op("_backward_Deconvolution"), dw,
                       [(1, 3, 6, 6), (1, 3, 4, 4), (3, 1, 3, 3)],
                       [(1, 3, 4, 4), (3, 1, 3, 3)], ("write", "null")) == [
-        "nn/conv_depthwise.c.j2"]
+        "conv/conv_depthwise.c.j2"]
 
 
 def test_float16_deconvolution_has_no_kernel():

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from nnsym import nd
 from nnsym.errors import StorageTypeError
-from nnsym.ops.storage import StorageFallbackWarning
+from nnsym.ops.common.stype import StorageFallbackWarning
 
 STYPES = ("default", "row_sparse", "csr")
 
@@ -164,7 +164,7 @@ def test_zero_preserving_unary_keeps_storage(stype, op):
 
 
 def test_quadratic_tutorial_rule_and_fallback_warning(monkeypatch):
-    from nnsym.ops import storage
+    from nnsym.ops.common import stype as storage
 
     dense = np.array([[0.0, 1.0, 0.0], [2.0, 0.0, 3.0]], np.float32)
     a = nd.array(dense).tostype("csr")

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nnsym import nd
-from nnsym.ops.storage import StorageFallbackWarning
+from nnsym.ops.common.stype import StorageFallbackWarning
 
 SPARSE = ("csr", "row_sparse", "default")
 

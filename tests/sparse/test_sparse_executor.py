@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from nnsym import nd, sym
-from nnsym.ops.storage import StorageFallbackWarning
+from nnsym.ops.common.stype import StorageFallbackWarning
 
 
 def _csr_data(rng, shape, density=0.4, empty_col=2):

@@ -22,7 +22,7 @@ from nnsym.codegen import compiler
 from nnsym.errors import DTypeError, OperatorParamError, ShapeError, StorageTypeError
 from nnsym.ndarray.sparse_ops import invoke_sparse
 from nnsym.ops import get_op
-from nnsym.ops.storage import StorageFallbackWarning, infer_storage
+from nnsym.ops.common.stype import StorageFallbackWarning, infer_storage
 from nnsym.runtime.imperative import run_op
 from nnsym.testing import infer_node
 from nnsym.types import SType

@@ -12,7 +12,7 @@ import pytest
 from nnsym import sym
 from nnsym.errors import StorageTypeError
 from nnsym.ops import REGISTRY
-from nnsym.ops.storage import infer_storage
+from nnsym.ops.common.stype import infer_storage
 from nnsym.passes.stype import infer_storage_type
 from nnsym.types import SType
 

@@ -1,1 +1,2 @@
-"""Neural-network operators, one module per family."""
+"""Neural-network operators: activations, softmax and losses, BatchNorm, Dropout, Embedding,
+FullyConnected, LRN."""

@@ -19,7 +19,7 @@ from nnsym.ir.opdef import (
 )
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
-from nnsym.ops.grad import node_gradient
+from nnsym.ops.common.grad import node_gradient
 from nnsym.types import shape_str
 
 PARAM_INPUTS = ("gamma", "beta", "moving_mean", "moving_var")

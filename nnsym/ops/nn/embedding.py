@@ -9,7 +9,7 @@ import numpy as np
 from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, StypeRule, register
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
-from nnsym.ops.grad import node_gradient
+from nnsym.ops.common.grad import node_gradient
 from nnsym.types import DispatchMode, SType
 
 # MXNet also accepts bfloat16, which numpy (and so nnsym) has no dtype for.

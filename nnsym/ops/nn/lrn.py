@@ -20,8 +20,8 @@ from nnsym.ir.graph import Entry
 from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, register
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
-from nnsym.ops.grad import node_gradient
-from nnsym.ops.nn.conv import _no_kernel
+from nnsym.ops.common.grad import node_gradient
+from nnsym.ops.conv.conv import _no_kernel
 from nnsym.types import shape_str
 
 FLOAT_DTYPES = ("float16", "float32", "float64")

@@ -1,0 +1,1 @@
+"""Helpers shared by the operator families: gradient builders, storage-type inference."""

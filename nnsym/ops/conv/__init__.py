@@ -1,0 +1,1 @@
+"""Convolution, Deconvolution, Pooling and UpSampling."""

@@ -1,0 +1,1 @@
+"""Matrix products: dot and batch_dot."""

@@ -1,0 +1,741 @@
+"""Elementwise operators: unary math, clip, quadratic, ``_*_scalar`` arithmetic, same-shape binary
+operators and ``add_n``. One table row per operator; ``register`` happens at the bottom.
+
+Scalar expressions (``OpDef.expr``, shared by the C, CUDA and sparse kernels):
+
+* unary forward expressions are in ``x``, binary ones in ``a`` (lhs) and ``b`` (rhs); parameters
+  appear by name (as doubles);
+* ``T`` is the *output* element type (a typedef the code generator provides). ``(T)scalar``
+  reproduces MXNet's conversion of a parameter to the array's type: with int32 data,
+  ``_plus_scalar(scalar=2.7)`` adds 2;
+* math functions are ``<tgmath.h>`` names. On integer data they compute in double and the store
+  truncates toward zero, as MXNet does (``exp`` of int32 ``[1, 2]`` is ``[2, 7]``). Integer
+  ``a / b`` is C division (truncation), as in MXNet; numpy's ``//`` floors, so the references
+  use ``trunc_div``;
+* ``max``/``min`` propagate a NaN in either operand, and ``relu``/``clip`` propagate a NaN input,
+  as MXNet 1.9.1 does; ``sign(NaN)`` is 0 and ``round`` rounds halves away from zero (C
+  ``round``; numpy's ``round`` goes to even).
+
+Backward expressions (for the executor's generated ``_backward_<op>`` kernels) sit in the same
+rows and are collected in ``GRAD_EXPR`` (unary-form ops: in ``g`` = output gradient, ``x`` =
+input, ``y`` = output, parameters by name) and ``BINARY_GRAD_EXPR`` (``(lhs grad, rhs grad)`` in
+``g``, ``a``, ``b``, ``y``). ``"0"`` marks MXNet's zero gradient (``MakeZeroGradNodes``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from nnsym.ir.opdef import (
+    DENSE,
+    Example,
+    Kernel,
+    OpDef,
+    StypeRule,
+    elemwise_shape,
+    register,
+    same_dtype,
+)
+from nnsym.ir.params import NoParams, Params, field
+from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ops.common.grad import binary_gradient, pass_through, unary_gradient
+from nnsym.types import DispatchMode, SType
+
+Array = np.ndarray
+UnaryFn = Callable[[Array], Array]
+BinaryFn = Callable[[Array, Array], Array]
+
+
+def unary_lowering(expr: str, fparams: tuple[str, ...] = ()) -> Kernel:
+    """The dense kernel of a one-input elementwise operator from its scalar expression."""
+    def lower(call: Any) -> Any:
+        spec = KernelSpec.make(
+            "elemwise/elemwise_unary.c.j2",
+            expr=expr,
+            fparams=fparams,
+            in_dtype=call.in_dtypes[0].name,
+            out_dtype=call.out_dtypes[0].name,
+            req=call.req,
+        )
+        fa = tuple(float(getattr(call.params, f)) for f in fparams)
+        return Lowered((Launch(spec, (size(call.out_shapes[0]),), fa),))
+
+    return Kernel(lower)
+
+
+# ---------------------------------------------------------------------------------------------
+# numpy semantics shared by the references
+
+
+def is_integer(dt: Any) -> bool:
+    """Integer or bool dtype (MXNet computes their math in floating point and truncates)."""
+    return np.dtype(dt).kind in "iub"
+
+
+def trunc_div(a: Array, b: Array) -> Array:
+    """C division: true division for floats, truncation toward zero for integers."""
+    if not is_integer(np.result_type(a, b)):
+        return np.asarray(np.true_divide(a, b))
+    q = np.asarray(np.floor_divide(a, b))
+    inexact = (q * b != a) & ((a < 0) != (b < 0))
+    return np.asarray(q + inexact.astype(q.dtype))
+
+
+def round_half_away(x: Array) -> Array:
+    """C ``round``: halves go away from zero (numpy's ``np.round`` goes to even)."""
+    t = np.trunc(x)
+    return np.asarray(np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t))
+
+
+def nan_max(a: Array, b: Array) -> Array:
+    """MXNet's ``maximum``: NaN in either operand wins; on ties the rhs is taken."""
+    return np.where(np.isnan(a) | (a > b), a, b)
+
+
+def nan_min(a: Array, b: Array) -> Array:
+    return np.where(np.isnan(a) | (a < b), a, b)
+
+
+def _to(r: Any, dtype: np.dtype) -> Array:
+    """Store ``r`` as ``dtype`` the way C does (floats to integers truncate toward zero)."""
+    return np.asarray(r).astype(dtype, copy=False)
+
+
+def math1(fn: UnaryFn) -> UnaryFn:
+    """A float function applied like MXNet: integer data goes through double and truncates."""
+
+    def ref(x: Array) -> Array:
+        with np.errstate(all="ignore"):
+            v = x.astype(np.float64) if is_integer(x.dtype) else x
+            return _to(fn(v), x.dtype)
+
+    return ref
+
+
+def exact1(fn: UnaryFn) -> UnaryFn:
+    """A function exact in every dtype (integer data stays integer)."""
+
+    def ref(x: Array) -> Array:
+        with np.errstate(all="ignore"):
+            return _to(fn(x), x.dtype)
+
+    return ref
+
+
+def rounding(fn: UnaryFn) -> UnaryFn:
+    """floor/ceil/round: the identity on integer data."""
+
+    def ref(x: Array) -> Array:
+        if is_integer(x.dtype):
+            return np.array(x)
+        with np.errstate(all="ignore"):
+            return _to(fn(x), x.dtype)
+
+    return ref
+
+
+def math2(fn: BinaryFn) -> BinaryFn:
+    def ref(a: Array, b: Array) -> Array:
+        dt = np.result_type(a, b)
+        with np.errstate(all="ignore"):
+            if is_integer(dt):
+                return _to(fn(a.astype(np.float64), b.astype(np.float64)), dt)
+            return _to(fn(a, b), dt)
+
+    return ref
+
+
+def exact2(fn: BinaryFn) -> BinaryFn:
+    def ref(a: Array, b: Array) -> Array:
+        with np.errstate(all="ignore"):
+            return _to(fn(a, b), np.result_type(a, b))
+
+    return ref
+
+
+# ---------------------------------------------------------------------------------------------
+# Unary operators without parameters
+
+
+class Unary(NamedTuple):
+    """One unary operator: forward/backward expressions, numpy reference, example input range."""
+
+    name: str
+    expr: str
+    grad: str
+    ref: UnaryFn
+    domain: tuple[float, float] = (-2.0, 2.0)
+    sparse: bool = True  # exposed in mx.sym.sparse
+    ints: bool = False  # integer examples are meaningful
+    doc: str = ""
+
+
+# fmt: off
+# name, forward (x), backward (g, x, y), reference, example domain
+UNARY: tuple[Unary, ...] = (
+    Unary("relu", "x <= 0 ? 0 : x", "y > 0 ? g : 0", exact1(lambda x: np.where(x <= 0, 0, x)),
+          ints=True, doc="Rectified linear unit: max(x, 0); a NaN input stays NaN."),
+    Unary("sigmoid", "1 / (1 + exp(-x))", "g * y * (1 - y)",
+          math1(lambda x: 1 / (1 + np.exp(-x))), doc="Logistic sigmoid 1 / (1 + exp(-x))."),
+    Unary("tanh", "tanh(x)", "g * (1 - y * y)", math1(np.tanh), doc="Hyperbolic tangent."),
+    Unary("exp", "exp(x)", "g * y", math1(np.exp), doc="Natural exponential."),
+    Unary("log", "log(x)", "g / x", math1(np.log), (0.1, 4.0), doc="Natural logarithm."),
+    Unary("log1p", "log1p(x)", "g / (1 + x)", math1(np.log1p), (-0.9, 3.0),
+          doc="log(1 + x), accurate for small x."),
+    Unary("expm1", "expm1(x)", "g * exp(x)", math1(np.expm1), doc="exp(x) - 1, accurate near 0."),
+    Unary("sqrt", "sqrt(x)", "g / (2 * y)", math1(np.sqrt), (0.0, 4.0), doc="Square root."),
+    Unary("rsqrt", "1 / sqrt(x)", "g * -0.5 / (x * sqrt(x))", math1(lambda x: 1 / np.sqrt(x)),
+          (0.1, 4.0), doc="Reciprocal square root 1 / sqrt(x)."),
+    Unary("square", "x * x", "g * 2 * x", exact1(np.square), ints=True, doc="x * x."),
+    Unary("abs", "fabs(x)", "x > 0 ? g : (x < 0 ? -g : 0)", exact1(np.abs), ints=True,
+          doc="Absolute value."),
+    Unary("sign", "x > 0 ? 1 : (x < 0 ? -1 : 0)", "0",
+          exact1(lambda x: np.where(x > 0, 1, np.where(x < 0, -1, 0))), ints=True,
+          doc="-1, 0 or 1 by the sign of x (0 for NaN)."),
+    Unary("negative", "-x", "-g", exact1(np.negative), ints=True, doc="-x."),
+    Unary("reciprocal", "1 / x", "-g / (x * x)", math1(np.reciprocal), (0.25, 4.0), sparse=False,
+          doc="1 / x."),
+    Unary("sin", "sin(x)", "g * cos(x)", math1(np.sin), doc="Sine."),
+    Unary("cos", "cos(x)", "-g * sin(x)", math1(np.cos), doc="Cosine."),
+    Unary("floor", "floor(x)", "0", rounding(np.floor), (-3.0, 3.0), ints=True,
+          doc="Largest integer <= x."),
+    Unary("ceil", "ceil(x)", "0", rounding(np.ceil), (-3.0, 3.0), ints=True,
+          doc="Smallest integer >= x."),
+    Unary("round", "round(x)", "0", rounding(round_half_away), (-3.0, 3.0), ints=True,
+          doc="Nearest integer, halves away from zero (MXNet/C round; numpy rounds to even)."),
+)
+# fmt: on
+
+
+def _unary_reference(fn: UnaryFn) -> Callable[[Any, Array], Array]:
+    return lambda p, x: fn(x)
+
+
+def _unary_examples(lo: float, hi: float, ints: bool) -> tuple[Example, ...]:
+    exs = [
+        Example(((2, 3),), low=lo, high=hi),
+        Example(((2, 3, 4, 5),), low=lo, high=hi),
+        Example(((7,),), dtype="float64", low=lo, high=hi),
+        Example(((3, 4),), dtype="float16", low=lo, high=hi),
+    ]
+    if ints:
+        exs.append(Example(((3, 4),), dtype="int32", low=-5, high=5))
+    return tuple(exs)
+
+
+_NO_PARAMS_BAD = ({"scalar": 1.0},)
+
+
+def _register_unary(row: Unary) -> OpDef:
+    return register(
+        OpDef(
+            name=row.name,
+            params=NoParams,
+            infer_shape=elemwise_shape,
+            infer_type=same_dtype,
+            inplace=((0, 0),),
+            expr=row.expr,
+            kernels={DENSE: unary_kernel(row.name, row.expr)},
+            grad=unary_gradient(row.name, row.grad),
+            sparse=row.sparse,
+            reference=_unary_reference(row.ref),
+            doc=row.doc,
+            examples=_unary_examples(*row.domain, row.ints),
+            bad_params=_NO_PARAMS_BAD,
+        )
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# clip and quadratic
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClipParams(Params):
+    a_min: float = field(doc="Minimum value.")
+    a_max: float = field(doc="Maximum value.")
+
+
+def clip_reference(p: ClipParams, x: Array) -> Array:
+    # MXNet tests a_max first, so crossed bounds (a_min > a_max) differ from np.clip.
+    lo, hi = _to(p.a_min, x.dtype), _to(p.a_max, x.dtype)
+    return _to(np.where(x > hi, hi, np.where(x < lo, lo, x)), x.dtype)
+
+
+CLIP_EXPR = "x > (T)a_max ? (T)a_max : (x < (T)a_min ? (T)a_min : x)"
+CLIP_GRAD = "(x > a_max || x < a_min) ? 0 : g"
+
+
+@dataclass(frozen=True, kw_only=True)
+class QuadraticParams(Params):
+    a: float = field(default=0.0, doc="Coefficient of the quadratic term.")
+    b: float = field(default=0.0, doc="Coefficient of the linear term.")
+    c: float = field(default=0.0, doc="Constant term.")
+
+
+def quadratic_reference(p: QuadraticParams, x: Array) -> Array:
+    # Integer data: computed in floating point and truncated (MXNet's float coefficients).
+    return math1(lambda v: p.a * v * v + p.b * v + p.c)(x)
+
+
+QUADRATIC_EXPR = "a * x * x + b * x + c"
+QUADRATIC_GRAD = "g * (2 * a * x + b)"
+
+
+# ---------------------------------------------------------------------------------------------
+# Operators with a scalar operand: _plus_scalar, _rdiv_scalar, ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScalarParams(Params):
+    scalar: float = field(default=1.0, doc="Scalar input value.")
+    is_int: bool = field(
+        default=True,
+        doc="Whether the scalar is an integer; False makes integer data give float64 output.",
+    )
+
+
+def scalar_out_dtype(data: np.dtype, is_int: bool) -> np.dtype:
+    """MXNet's NumpyBinaryScalarType for a known input dtype."""
+    if data.kind in "iu" and not is_int:
+        return np.dtype(np.float64)
+    if data.kind == "b":
+        return np.dtype(np.int64 if is_int else np.float64)
+    return data
+
+
+def scalar_dtype(p: ScalarParams, ins: list, outs: list) -> tuple[list, list]:
+    """Output dtype follows the input, except integer/bool data with a non-integer scalar."""
+    t = ins[0]
+    if t is not None and (t.kind == "b" or (t.kind in "iu" and not p.is_int)):
+        return [t], [scalar_out_dtype(t, p.is_int)]
+    v = t if t is not None else outs[0]
+    return [v], [v]
+
+
+class ScalarOp(NamedTuple):
+    name: str
+    alias: str
+    expr: str
+    grad: str
+    fn: BinaryFn  # (data, scalar), both already in the output dtype
+    doc: str
+    domain: tuple[float, float] = (-2.0, 2.0)
+
+
+# fmt: off
+SCALAR_OPS: tuple[ScalarOp, ...] = (
+    ScalarOp("_plus_scalar", "_PlusScalar", "x + (T)scalar", "g", exact2(np.add), "x + scalar"),
+    ScalarOp("_minus_scalar", "_MinusScalar", "x - (T)scalar", "g", exact2(np.subtract),
+             "x - scalar"),
+    ScalarOp("_rminus_scalar", "_RMinusScalar", "(T)scalar - x", "-g",
+             exact2(lambda x, s: s - x), "scalar - x"),
+    ScalarOp("_mul_scalar", "_MulScalar", "x * (T)scalar", "g * scalar", exact2(np.multiply),
+             "x * scalar"),
+    ScalarOp("_div_scalar", "_DivScalar", "x / (T)scalar", "g / scalar", exact2(trunc_div),
+             "x / scalar"),
+    ScalarOp("_rdiv_scalar", "_RDivScalar", "(T)scalar / x", "-g * scalar / (x * x)",
+             exact2(lambda x, s: trunc_div(s, x)), "scalar / x", (0.5, 3.0)),
+    ScalarOp("_power_scalar", "_PowerScalar", "pow(x, (T)scalar)",
+             "g * scalar * pow(x, scalar - 1)", math2(np.power), "x ** scalar", (0.1, 3.0)),
+    ScalarOp("_rpower_scalar", "_RPowerScalar", "pow((T)scalar, x)", "g * y * log(scalar)",
+             math2(lambda x, s: np.power(s, x)), "scalar ** x"),
+    ScalarOp("_maximum_scalar", "_MaximumScalar", "(x != x || x > (T)scalar) ? x : (T)scalar",
+             "x >= scalar ? g : 0", exact2(nan_max), "max(x, scalar)"),
+    ScalarOp("_minimum_scalar", "_MinimumScalar", "(x != x || x < (T)scalar) ? x : (T)scalar",
+             "x <= scalar ? g : 0", exact2(nan_min), "min(x, scalar)"),
+)
+# fmt: on
+
+
+def _scalar_reference(fn: BinaryFn) -> Callable[[ScalarParams, Array], Array]:
+    def ref(p: ScalarParams, x: Array) -> Array:
+        dt = scalar_out_dtype(x.dtype, p.is_int)
+        # NOTE: the scalar is converted to the output type first (2.7 -> 2 for int32 data).
+        return _to(fn(x.astype(dt), _to(p.scalar, dt)), dt)
+
+    return ref
+
+
+def _scalar_examples(row: ScalarOp) -> tuple[Example, ...]:
+    lo, hi = row.domain
+    ilo = max(lo, 1.0)  # integer data: no 0 divisors or bases
+    neg = -1.5 if row.name != "_rpower_scalar" else 0.5  # a negative base gives NaN
+    return (
+        Example(((2, 3),), {"scalar": 2.5}, low=lo, high=hi),
+        Example(((2, 3, 4),), {"scalar": neg}, dtype="float64", low=lo, high=hi),
+        Example(((5,),), {}, dtype="float16", low=lo, high=hi),
+        Example(((3, 4),), {"scalar": 2.7}, dtype="int32", low=ilo, high=hi + 2),
+        Example(((3, 4),), {"scalar": 2.5, "is_int": False}, dtype="int32", low=ilo, high=hi + 2),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Same-shape binary operators
+
+
+class Binary(NamedTuple):
+    name: str
+    aliases: tuple[str, ...]
+    expr: str
+    grad: tuple[str, str]  # (d lhs, d rhs) in g, a, b, y
+    ref: BinaryFn
+    doc: str
+    sparse: bool = True
+
+
+# fmt: off
+BINARY: tuple[Binary, ...] = (
+    Binary("elemwise_add", ("_add", "_plus", "_Plus"), "a + b", ("g", "g"), exact2(np.add),
+           "lhs + rhs"),
+    Binary("elemwise_sub", ("_sub", "_minus", "_Minus"), "a - b", ("g", "-g"),
+           exact2(np.subtract), "lhs - rhs"),
+    Binary("elemwise_mul", ("_mul", "_Mul"), "a * b", ("g * b", "g * a"), exact2(np.multiply),
+           "lhs * rhs"),
+    Binary("elemwise_div", ("_div", "_Div"), "a / b", ("g / b", "-g * a / (b * b)"),
+           exact2(trunc_div), "lhs / rhs (integers truncate toward zero)"),
+    Binary("_maximum", ("_Maximum",), "(a != a || a > b) ? a : b",
+           ("a >= b ? g : 0", "a < b ? g : 0"), exact2(nan_max), "max(lhs, rhs)", sparse=False),
+    Binary("_minimum", ("_Minimum",), "(a != a || a < b) ? a : b",
+           ("a <= b ? g : 0", "a > b ? g : 0"), exact2(nan_min), "min(lhs, rhs)", sparse=False),
+    Binary("_power", ("_Power",), "pow(a, b)", ("g * b * pow(a, b - 1)", "g * y * log(a)"),
+           math2(np.power), "lhs ** rhs", sparse=False),
+)
+# fmt: on
+BINARY_BY_NAME: dict[str, Binary] = {row.name: row for row in BINARY}
+
+# Storage-type tables of the same-shape binary operators (MXNET-FACTS 4.6). Pairs not listed
+# fall back to dense; ``binary`` is the merge/intersection kernel family of nnsym.sparse.
+_EX = DispatchMode.FCOMPUTE_EX
+_D, _R, _C = SType.DEFAULT, SType.ROW_SPARSE, SType.CSR
+
+
+def _rows(*rows: tuple[tuple[SType, SType], SType, DispatchMode, str | None]) -> tuple:
+    return tuple(StypeRule(ins, (out,), mode, compute=c) for ins, out, mode, c in rows)
+
+
+_ADD_SUB_RULES = _rows(
+    ((_R, _R), _R, _EX, "binary"), ((_C, _C), _C, _EX, "binary"),
+    ((_D, _C), _D, _EX, "binary"), ((_C, _D), _D, _EX, "binary"),
+    ((_D, _R), _D, _EX, "binary"), ((_R, _D), _D, _EX, "binary"),
+)
+BINARY_STYPE_RULES: dict[str, tuple[StypeRule, ...]] = {
+    "elemwise_add": _ADD_SUB_RULES,
+    "elemwise_sub": _ADD_SUB_RULES,
+    "elemwise_mul": _rows(
+        ((_R, _R), _R, _EX, "binary"), ((_C, _C), _C, _EX, "binary"),
+        ((_R, _D), _R, _EX, "binary"), ((_D, _R), _R, _EX, "binary"),
+        ((_C, _D), _C, _EX, "binary"), ((_D, _C), _C, _EX, "binary"),
+    ),
+    # division: a dense operand makes the whole result dense; MXNet densifies the sparse one
+    # silently (fcompute), as here.
+    "elemwise_div": _rows(
+        ((_R, _R), _D, _EX, "binary"),
+        ((_D, None), _D, DispatchMode.FCOMPUTE, None),  # type: ignore[arg-type]
+        ((None, _D), _D, DispatchMode.FCOMPUTE, None),  # type: ignore[arg-type]
+    ),
+}
+
+
+def binary_reference(fn: BinaryFn) -> Callable[[Any, Array, Array], Array]:
+    return lambda p, a, b: fn(a, b)
+
+
+def _binary_examples(row: Binary) -> tuple[Example, ...]:
+    # One range serves both inputs; division and power keep clear of 0 and negative bases.
+    lo, hi = (0.5, 3.0) if row.name in ("elemwise_div", "_power") else (-2.0, 2.0)
+    return (
+        Example(((2, 3), (2, 3)), low=lo, high=hi),
+        Example(((2, 3, 4, 5), (2, 3, 4, 5)), low=lo, high=hi),
+        Example(((7,), (7,)), dtype="float64", low=lo, high=hi),
+        Example(((3, 4), (3, 4)), dtype="float16", low=lo, high=hi),
+        Example(((3, 4), (3, 4)), dtype="int32", low=max(lo, 1.0), high=hi + 3),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# add_n
+
+
+@dataclass(frozen=True, kw_only=True)
+class AddNParams(Params):
+    num_args: int = field(lower=1, doc="Number of inputs to be summed.")
+
+
+def add_n_inputs(p: AddNParams) -> tuple[str, ...]:
+    return tuple(f"arg{i}" for i in range(p.num_args))
+
+
+def add_n_reference(p: AddNParams, *xs: Array) -> Array:
+    return _to(functools.reduce(np.add, xs), xs[0].dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# Backward expression tables by operator name (each row's OpDef.grad is generated from them)
+
+GRAD_EXPR: dict[str, str] = {
+    **{row.name: row.grad for row in UNARY},
+    "clip": CLIP_GRAD,
+    "_contrib_quadratic": QUADRATIC_GRAD,
+    **{row.name: row.grad for row in SCALAR_OPS},
+}
+BINARY_GRAD_EXPR: dict[str, tuple[str, str]] = {row.name: row.grad for row in BINARY}
+
+
+# ---------------------------------------------------------------------------------------------
+# Dense kernels: unary-form operators use ``elemwise_unary.c.j2`` (parameters passed at run time
+# in ``fa``), binary ones ``elemwise_binary.c.j2`` (shared with the broadcasting operators),
+# add_n ``elemwise_add_n.c.j2``. Sizes and strides are run-time values.
+
+# C integer division traps (SIGFPE) on a zero divisor and on INT_MIN / -1, so the integer
+# kernels of the dividing operators guard it: a zero divisor gives 0 (numpy's floor_divide gives
+# 0 too, with a warning) and -1 negates (numpy's wrap-around result).
+INT_DIV_OPERANDS: dict[str, tuple[str, str]] = {
+    "reciprocal": ("1", "x"),
+    "elemwise_div": ("a", "b"),
+    "_div_scalar": ("x", "(T)scalar"),
+    "_rdiv_scalar": ("(T)scalar", "x"),
+}
+
+
+def kernel_expr(name: str, expr: str, out_dtype: np.dtype) -> str:
+    """The expression a kernel of operator ``name`` computes for output dtype ``out_dtype``."""
+    operands = INT_DIV_OPERANDS.get(name)
+    kind = np.dtype(out_dtype).kind
+    if operands is None or kind not in "iub":
+        return expr
+    num, den = operands
+    if kind == "i":
+        return f"({den}) == 0 ? 0 : (({den}) == -1 ? -({num}) : ({num}) / ({den}))"
+    return f"({den}) == 0 ? 0 : ({num}) / ({den})"
+
+
+def unary_kernel(name: str, expr: str, fparams: tuple[str, ...] = ()) -> Kernel:
+    """``unary_lowering`` with the integer-division guard where the output dtype needs it."""
+    plain = unary_lowering(expr, fparams)
+
+    def lower(call: KernelCall) -> Lowered:
+        e = kernel_expr(name, expr, call.out_dtypes[0])
+        res: Lowered = (plain if e == expr else unary_lowering(e, fparams)).lower(call)
+        return res
+
+    return Kernel(lower)
+
+
+def _c_strides(shape: tuple[int, ...]) -> list[int]:
+    st, acc = [0] * len(shape), 1
+    for i in range(len(shape) - 1, -1, -1):
+        st[i] = acc
+        acc *= shape[i]
+    return st
+
+
+def broadcast_rows(
+    out: tuple[int, ...], lhs: tuple[int, ...], rhs: tuple[int, ...]
+) -> list[tuple[int, int, int]]:
+    """The output's dims as ``(size, lhs stride, rhs stride)`` rows (strides in elements, 0 where
+    broadcast), size-1 dims dropped and neighbours that are one run in both inputs merged."""
+    nd = len(out)
+    pa = (1,) * (nd - len(lhs)) + tuple(lhs)
+    pb = (1,) * (nd - len(rhs)) + tuple(rhs)
+    rows: list[tuple[int, int, int]] = []
+    for d, da, db, sa, sb in zip(out, pa, pb, _c_strides(pa), _c_strides(pb)):
+        if d == 1:
+            continue
+        x, y = (0 if da == 1 else sa), (0 if db == 1 else sb)
+        if rows and rows[-1][1] == x * d and rows[-1][2] == y * d:
+            rows[-1] = (rows[-1][0] * d, x, y)
+        else:
+            rows.append((d, x, y))
+    return rows or [(1, 1, 1)]
+
+
+_INNER = {(1, 1): "vv", (1, 0): "vs", (0, 1): "sv"}
+
+
+def binary_kernel(name: str, expr: str) -> Kernel:
+    """The dense kernel of a two-input elementwise operator (numpy broadcasting allowed)."""
+
+    def lower(call: KernelCall) -> Lowered:
+        out = call.out_shapes[0]
+        if size(out) == 0:
+            return Lowered()
+        rows = broadcast_rows(out, call.in_shapes[0], call.in_shapes[1])
+        spec = KernelSpec.make(
+            "elemwise/elemwise_binary.c.j2",
+            expr=kernel_expr(name, expr, call.out_dtypes[0]),
+            dtype=call.in_dtypes[0].name,
+            out_dtype=call.out_dtypes[0].name,
+            req=call.req,
+            nd=len(rows),
+            inner=_INNER[rows[-1][1:]],
+        )
+        ia = (
+            *(r[0] for r in rows),
+            *(r[1] for r in rows[:-1]),
+            *(r[2] for r in rows[:-1]),
+        )
+        return Lowered((Launch(spec, ia),))
+
+    return Kernel(lower)
+
+
+def add_n_lowering(call: KernelCall) -> Lowered:
+    n = size(call.out_shapes[0])
+    if n == 0:
+        return Lowered()
+    spec = KernelSpec.make(
+        "elemwise/elemwise_add_n.c.j2",
+        dtype=call.out_dtypes[0].name,
+        req=call.req,
+        num=len(call.in_shapes),
+        group=8,  # inputs read per pass over the output
+    )
+    return Lowered((Launch(spec, (n,)),))
+
+
+# ---------------------------------------------------------------------------------------------
+# Registration
+
+UNARY_OPS: dict[str, OpDef] = {row.name: _register_unary(row) for row in UNARY}
+
+CLIP = register(
+    OpDef(
+        name="clip",
+        params=ClipParams,
+        infer_shape=elemwise_shape,
+        infer_type=same_dtype,
+        inplace=((0, 0),),
+        expr=CLIP_EXPR,
+        kernels={DENSE: unary_kernel("clip", CLIP_EXPR, ("a_min", "a_max"))},
+        grad=unary_gradient("clip", CLIP_GRAD, ClipParams, ("a_min", "a_max")),
+        sparse=True,
+        reference=clip_reference,
+        doc="Clips values to [a_min, a_max] (the bounds are cast to the data's type first).",
+        examples=(
+            Example(((2, 3),), {"a_min": -1.0, "a_max": 1.0}),
+            Example(((2, 3, 4, 5),), {"a_min": 0, "a_max": 6}, low=-3, high=9),
+            Example(((7,),), {"a_min": -0.5, "a_max": 0.25}, dtype="float64"),
+            Example(((3, 4),), {"a_min": -1.5, "a_max": 1.5}, dtype="int32", low=-4, high=4),
+            Example(((3, 4),), {"a_min": 1.0, "a_max": 0.0}, dtype="float16"),
+        ),
+        bad_params=({"a_min": 0.0}, {"a_max": 1.0}, {"a_min": "x", "a_max": 1.0}),
+    )
+)
+
+QUADRATIC = register(
+    OpDef(
+        name="_contrib_quadratic",
+        params=QuadraticParams,
+        infer_shape=elemwise_shape,
+        infer_type=same_dtype,
+        inplace=((0, 0),),
+        expr=QUADRATIC_EXPR,
+        kernels={DENSE: unary_kernel("_contrib_quadratic", QUADRATIC_EXPR, ("a", "b", "c"))},
+        grad=unary_gradient("_contrib_quadratic", QUADRATIC_GRAD, QuadraticParams,
+                            ("a", "b", "c")),
+        reference=quadratic_reference,
+        doc="a * x * x + b * x + c, elementwise.",
+        examples=(
+            Example(((2, 3),), {"a": 1.0, "b": 2.0, "c": 3.0}),
+            Example(((2, 3, 4, 5),), {}),
+            Example(((7,),), {"a": 0.5}, dtype="float64"),
+            Example(((3, 4),), {"a": 0.5, "b": 1.5, "c": 0.5}, dtype="int32", low=-4, high=4),
+        ),
+        bad_params=({"d": 1.0}, {"a": "one"}),
+    )
+)
+
+# x + s and x - s with s != 0 on sparse input: a dense result computed directly (MXNet's rule;
+# s == 0 keeps the storage type through the elementwise derivation).
+_SCALAR_STYPE_RULES = {
+    name: tuple(StypeRule((st,), (SType.DEFAULT,), DispatchMode.FCOMPUTE_EX,
+                          when=lambda p: p.scalar != 0, compute="dense_result")
+                for st in (SType.ROW_SPARSE, SType.CSR))
+    for name in ("_plus_scalar", "_minus_scalar")
+}
+
+SCALAR_OP_DEFS: dict[str, OpDef] = {
+    row.name: register(
+        OpDef(
+            name=row.name,
+            params=ScalarParams,
+            infer_shape=elemwise_shape,
+            infer_type=scalar_dtype,
+            inplace=((0, 0),),
+            expr=row.expr,
+            kernels={DENSE: unary_kernel(row.name, row.expr, ("scalar",))},
+            stype_rules=_SCALAR_STYPE_RULES.get(row.name, ()),
+            grad=unary_gradient(row.name, row.grad, ScalarParams, ("scalar",)),
+            reference=_scalar_reference(row.fn),
+            aliases=(row.alias,),
+            doc=f"Elementwise {row.doc} (the scalar takes the output's type first).",
+            examples=_scalar_examples(row),
+            bad_params=({"scalar": "abc"}, {"is_int": "maybe"}, {"lhs": 1}),
+        )
+    )
+    for row in SCALAR_OPS
+}
+
+BINARY_OPS: dict[str, OpDef] = {
+    row.name: register(
+        OpDef(
+            name=row.name,
+            params=NoParams,
+            inputs=("lhs", "rhs"),
+            infer_shape=elemwise_shape,
+            infer_type=same_dtype,
+            inplace=((0, 0), (1, 0)),
+            expr=row.expr,
+            kernels={DENSE: binary_kernel(row.name, row.expr)},
+            stype_rules=BINARY_STYPE_RULES.get(row.name, ()),
+            grad=binary_gradient(row.name, row.grad),
+            sparse=row.sparse,
+            reference=binary_reference(row.ref),
+            aliases=row.aliases,
+            doc=f"Elementwise {row.doc} of two arrays of one shape (no broadcasting).",
+            examples=_binary_examples(row),
+            bad_params=_NO_PARAMS_BAD,
+        )
+    )
+    for row in BINARY
+}
+
+# add_n: all row_sparse -> row_sparse (merged rows); up to 8 inputs are tabled (MXNet: more
+# than 4 inputs with any dense one -> dense, computed directly).
+ADD_N_RULES = tuple(
+    StypeRule((SType.ROW_SPARSE,) * n, (SType.ROW_SPARSE,), DispatchMode.FCOMPUTE_EX,
+              compute="add_n_rsp") for n in range(1, 9)
+)
+
+ADD_N = register(
+    OpDef(
+        name="add_n",
+        params=AddNParams,
+        inputs=add_n_inputs,
+        key_var_num_args="num_args",
+        infer_shape=elemwise_shape,
+        infer_type=same_dtype,
+        inplace=((0, 0),),
+        kernels={DENSE: Kernel(add_n_lowering)},
+        stype_rules=ADD_N_RULES,
+        grad=pass_through,
+        sparse=True,
+        reference=add_n_reference,
+        aliases=("ElementWiseSum",),
+        doc="Sums all input arrays elementwise (all of one shape).",
+        examples=(
+            Example(((2, 3),), {"num_args": 1}),
+            Example(((2, 3), (2, 3)), {"num_args": 2}),
+            Example(((2, 3, 4), (2, 3, 4), (2, 3, 4)), {"num_args": 3}, dtype="float64"),
+            Example(((5,),) * 4, {"num_args": 4}, dtype="int32", low=-9, high=9),
+            Example(((3, 4), (3, 4)), {"num_args": 2}, dtype="float16"),
+        ),
+        bad_params=({"num_args": 0}, {}, {"num_args": "two"}),
+    )
+)

@@ -1,0 +1,1 @@
+"""Broadcasting binary operators, reductions and index reductions (argmax, ...)."""

@@ -1,0 +1,1 @@
+"""Operators that move or convert elements: reshape, transpose, slice, concat, cast, ..."""

@@ -1,0 +1,1 @@
+"""Storage operators: cast_storage, sparse retain, square_sum."""
