@@ -13,8 +13,18 @@ from typing import Any
 
 import numpy as np
 
+from nnsym import ndarray as nd
+from nnsym import optimizer
+from nnsym import symbol as sym
+from nnsym import visualization as viz
+from nnsym.codegen import cache, compiler
+from nnsym.cuda.codegen import add_codegen_arguments, run_codegen
 from nnsym.errors import NNSymError
-from nnsym.ir.graph import Graph
+from nnsym.ir.graph import Entry, Graph
+from nnsym.ir.json import graph_to_json
+from nnsym.model import load_checkpoint
+from nnsym.runtime.imperative import run_op
+from nnsym.symbol.json_io import infer_for_dump, load
 from nnsym.symbol.symbol import Symbol, entry_name
 from nnsym.types import shape_str
 
@@ -45,15 +55,11 @@ def _parse_dtype(text: str) -> tuple[str, str]:
 
 
 def infer_graph(s: Symbol, shapes: dict[str, Any], dtypes: dict[str, str]) -> Graph:
-    from nnsym.symbol.json_io import infer_for_dump
-
     return infer_for_dump(s, {**shapes, "type_dict": dtypes})
 
 
 def format_table(g: Graph) -> str:
     """One row per node output: node, op, shape, dtype."""
-    from nnsym.ir.graph import Entry
-
     idx, a = g.index, g.attrs
     assert a.shape is not None and a.dtype is not None
     rows = [("node", "op", "output", "shape", "dtype")]
@@ -102,9 +108,6 @@ def _symbol_file(model: str) -> Path:
 
 
 def cmd_infer(args: argparse.Namespace) -> int:
-    from nnsym.ir.json import graph_to_json
-    from nnsym.symbol.json_io import load
-
     s = load(_symbol_file(args.model))
     g = infer_graph(s, dict(args.shape), dict(args.dtype))
     print(format_table(g))
@@ -126,9 +129,6 @@ def _parse_input(text: str) -> tuple[str, str]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Bind a checkpoint for inference, run forward, summarise the outputs and time a run."""
-    from nnsym import nd
-    from nnsym.model import load_checkpoint
-
     s, arg_params, aux_params = load_checkpoint(args.prefix, args.epoch)
     shapes = dict(args.shape)
     inputs = {}
@@ -186,9 +186,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_plot(args: argparse.Namespace) -> int:
     """Draw a symbol (shapes on the edges when given) as SVG/PNG/PDF through Graphviz's
     ``dot``; without it, write the DOT source and say how to render it."""
-    from nnsym import visualization as viz
-    from nnsym.symbol.json_io import load
-
     path = _symbol_file(args.model)
     s = load(path)
     shapes, dtypes = dict(args.shape) or None, dict(args.dtype) or None
@@ -209,8 +206,6 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def demo_symbols() -> dict[str, tuple[Symbol, dict[str, tuple[int, ...]]]]:
-    from nnsym import sym
-
     data = sym.Variable("data")
     fc1 = sym.FullyConnected(data, num_hidden=128, name="fc1")
     act1 = sym.Activation(fc1, act_type="relu", name="relu1")
@@ -229,8 +224,6 @@ def demo_symbols() -> dict[str, tuple[Symbol, dict[str, tuple[int, ...]]]]:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from nnsym.ir.json import graph_to_json
-
     out_dir = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="nnsym-demo-"))
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, (s, shapes) in demo_symbols().items():
@@ -250,8 +243,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
         (out_dir / f"{name}-inferred.json").write_text(graph_to_json(g, inferred=True))
         print(f"wrote {out_dir / (name + '-symbol.json')} and {name}-inferred.json\n")
     print("== training")
-    from nnsym.codegen import compiler
-
     if compiler.backend() == "c":
         demo_train()
         print("\n== sparse training")
@@ -270,9 +261,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _demo_forward(g: Graph) -> None:
     """One inference forward pass of an inferred graph, node by node through nnsym's generated
     kernels (``nd`` calls), checked against every operator's numpy reference."""
-    from nnsym.codegen import compiler
-    from nnsym.runtime.imperative import run_op
-
     idx, attrs = g.index, g.attrs
     assert attrs.shape is not None and attrs.dtype is not None
     rng = np.random.default_rng(0)
@@ -317,8 +305,6 @@ def demo_train(epochs: int = 5, batch: int = 64, seed: int = 0) -> list[tuple[fl
     """Train a small MLP with plain SGD on a synthetic 10-class problem (Gaussian clusters):
     bind once, then forward/backward/update per batch. Prints and returns (loss, accuracy) per
     epoch."""
-    from nnsym import sym
-
     rng = np.random.default_rng(seed)
     classes, dim, n = 10, 64, 2048
     centers = rng.standard_normal((classes, dim)) * 0.25
@@ -373,8 +359,6 @@ def demo_train_sparse(epochs: int = 5, batch: int = 128, seed: int = 0,
     ``dot(data, weight)`` whose weight gradient is row_sparse (only the rows of the batch's
     features), and lazy SGD with momentum updating only those rows (docs/sparse.md). Prints
     and returns (loss, accuracy) per epoch."""
-    from nnsym import nd, optimizer, sym
-
     rng = np.random.default_rng(seed)
     n, feats, active, classes = 8192, 5000, 8, 4
     true_w = rng.standard_normal((feats, classes))
@@ -426,8 +410,6 @@ def demo_train_sparse(epochs: int = 5, batch: int = 128, seed: int = 0,
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    from nnsym.codegen import cache
-
     if args.action == "info":
         info = cache.info()
         print(f"kernel cache: {info['path']}")
@@ -488,8 +470,6 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--show-weights", action="store_true", help="draw parameter nodes too")
     pp.add_argument("--summary", action="store_true", help="also print the layer table")
     pp.set_defaults(func=cmd_plot)
-    from nnsym.cuda.codegen import add_codegen_arguments, run_codegen
-
     pg = sub.add_parser("codegen", help="write the generated kernel sources (C or CUDA), one "
                         "kernel per file (every kernel variant, dense and sparse)")
     add_codegen_arguments(pg)

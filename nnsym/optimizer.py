@@ -9,10 +9,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from nnsym.errors import OperatorParamError
 from nnsym.ndarray import optim_ops
 from nnsym.ndarray.ndarray import NDArray
-from nnsym.ndarray.sparse import zeros
+from nnsym.ndarray.sparse import RowSparseNDArray, zeros
 
 
 class Optimizer:
@@ -46,10 +48,6 @@ class Optimizer:
 
 def _state_like(weight: NDArray, stype: str) -> NDArray:
     if stype == "row_sparse":  # every row stored, as MXNet's lazy states are
-        import numpy as np
-
-        from nnsym.ndarray.sparse import RowSparseNDArray
-
         return RowSparseNDArray(np.zeros(weight.shape, np.dtype(weight.dtype)),
                                 np.arange(weight.shape[0], dtype=np.int64), weight.shape)
     return zeros("default", weight.shape, dtype=weight.dtype)
@@ -113,8 +111,6 @@ class AdaGrad(Optimizer):
         return _state_like(weight, weight.stype)
 
     def update(self, index: int, weight: NDArray, grad: NDArray, state: Any) -> None:
-        from nnsym.ndarray.sparse import RowSparseNDArray
-
         if isinstance(grad, RowSparseNDArray):
             optim_ops.adagrad_update(weight, grad, state, lr=self.lr, epsilon=self.eps,
                                      **self._common())

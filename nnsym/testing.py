@@ -7,9 +7,14 @@ from typing import Any
 
 import numpy as np
 
+from nnsym.codegen import compiler
+from nnsym.errors import NNSymError
 from nnsym.ir.graph import Entry, Graph, GraphAttrs, Node, variable
-from nnsym.ir.opdef import Example, OpDef
+from nnsym.ir.opdef import DENSE, Example, OpDef
+from nnsym.ir.spec import KernelCall
+from nnsym.ops import REGISTRY
 from nnsym.passes.infer import infer_shape, infer_type
+from nnsym.runtime.imperative import infer_one
 
 
 def make_inputs(op: OpDef, ex: Example, seed: int = 0) -> list[np.ndarray]:
@@ -76,12 +81,6 @@ def reference_outputs(op: OpDef, params: Any, inputs: Sequence[np.ndarray]) -> l
 
 def registry_kernel_specs(reqs: Sequence[str] = ("write", "add")) -> list[Any]:
     """The kernel specs every operator example lowers to (for compiling them in one go)."""
-    from nnsym.errors import NNSymError
-    from nnsym.ir.opdef import DENSE
-    from nnsym.ir.spec import KernelCall
-    from nnsym.ops import REGISTRY
-    from nnsym.runtime.imperative import infer_one
-
     specs: list[Any] = []
     for op in REGISTRY.values():
         kernel = op.kernels.get(DENSE)
@@ -103,8 +102,6 @@ def registry_kernel_specs(reqs: Sequence[str] = ("write", "add")) -> list[Any]:
 
 def precompile_registry() -> None:
     """Compile every example's kernels in a few large builds (one per core)."""
-    from nnsym.codegen import compiler
-
     if compiler.backend() != "c":
         return
     specs = registry_kernel_specs()

@@ -43,7 +43,9 @@ import numpy as np
 
 from nnsym.errors import NNSymError, ShapeError
 from nnsym.ir.graph import Graph, IndexedGraph
-from nnsym.symbol.symbol import Symbol
+from nnsym.passes.infer import infer_shape, infer_type
+from nnsym.symbol.symbol import Symbol, _user_shape
+from nnsym.types import dtype_of, shape_known
 
 __all__ = [
     "Digraph",
@@ -292,10 +294,6 @@ class Digraph:
 
 def _infer_shapes(symbol: Symbol, shape: Mapping[str, Any] | None, strict: bool) -> Graph:
     """Shapes of every entry from the given input shapes (and ``__shape__`` attributes)."""
-    from nnsym.passes.infer import infer_shape
-    from nnsym.symbol.symbol import _user_shape
-    from nnsym.types import shape_known
-
     seeds = symbol._seed("infer_shape", (), dict(shape or {}), _user_shape)
     g = infer_shape(symbol.graph(shape=tuple(seeds)))
     if strict:
@@ -315,9 +313,6 @@ def _infer_shapes(symbol: Symbol, shape: Mapping[str, Any] | None, strict: bool)
 
 
 def _infer_types(symbol: Symbol, dtype: Mapping[str, Any]) -> Graph:
-    from nnsym.passes.infer import infer_type
-    from nnsym.types import dtype_of
-
     seeds = symbol._seed("infer_type", (), dict(dtype), dtype_of)
     g = infer_type(symbol.graph(dtype=tuple(seeds)))
     idx, types = g.index, g.attrs.dtype

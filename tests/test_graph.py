@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import networkx as nx
 import pytest
 
 from nnsym import sym
 from nnsym.errors import GraphFormatError
-from nnsym.ir.graph import Entry, Graph, Node, dfs_post_order, variable
+from nnsym.ir.graph import Entry, Graph, IndexedGraph, Node, dfs_post_order, variable
 from nnsym.ops import get_op
 
 
@@ -73,7 +74,17 @@ def test_cycle_is_reported():
         sym.load_json(bad)
 
 
+def to_networkx(idx: IndexedGraph) -> nx.DiGraph:
+    """A networkx DiGraph of an indexed graph (node ids, with op and name)."""
+    g = nx.DiGraph()
+    for i, n in enumerate(idx.nodes):
+        g.add_node(i, op=n.op_name, name=n.name)
+        for e in n.inputs:
+            g.add_edge(idx.node_id(e.node), i, index=e.index)
+    return g
+
+
 def test_networkx_export():
     s = sym.FullyConnected(sym.Variable("data"), num_hidden=3, name="fc")
-    g = s.index.to_networkx()
+    g = to_networkx(s.index)
     assert g.number_of_nodes() == 4 and g.number_of_edges() == 3

@@ -9,6 +9,7 @@ the prologue, never ``-ffast-math`` (it breaks NaN semantics and sets FTZ for th
 
 from __future__ import annotations
 
+import concurrent.futures
 import ctypes
 import functools
 import importlib.util
@@ -133,7 +134,9 @@ def _cython_blas() -> Any:
     except (ImportError, OSError, AttributeError):
         pass
     try:
-        from scipy.linalg import cython_blas
+        # Kept local on purpose: scipy.linalg costs ~130 ms at import and is only the fallback
+        # (``import nnsym`` imports no scipy at all).
+        from scipy.linalg import cython_blas  # noqa: PLC0415, RUF100
     except ImportError as e:
         raise NNSymError(
             f"nnsym needs scipy for BLAS (dot, FullyConnected, Convolution): {e}"
@@ -251,11 +254,9 @@ def functions(specs: Sequence[KernelSpec]) -> list[Any]:
                 missing.setdefault(s.name, s)
         todo = sorted(missing.values(), key=lambda s: s.name)
         if len(todo) > PARALLEL_THRESHOLD:
-            from concurrent.futures import ThreadPoolExecutor
-
             n = max(1, min(os.cpu_count() or 1, 8))
             chunks = [todo[i::n] for i in range(n)]
-            with ThreadPoolExecutor(n) as pool:
+            with concurrent.futures.ThreadPoolExecutor(n) as pool:
                 list(pool.map(_load, chunks))
         elif todo:
             _load(todo)

@@ -8,6 +8,7 @@ tuples indexed by entry id (shape, dtype, stype, inplace, storage id) or node id
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -203,21 +204,9 @@ class IndexedGraph:
         return counts
 
     def is_variable_entry(self, eid: int) -> bool:
-        import bisect
-
         nid = bisect.bisect_right(self.row_ptr, eid) - 1
         return self.nodes[nid].op is None
 
-    def to_networkx(self) -> Any:
-        """A networkx DiGraph (node ids, with op and name) for analyses off the hot path."""
-        import networkx as nx
-
-        g = nx.DiGraph()
-        for i, n in enumerate(self.nodes):
-            g.add_node(i, op=n.op_name, name=n.name)
-            for e in n.inputs:
-                g.add_edge(self._nid[id(e.node)], i, index=e.index)
-        return g
 
 
 def zeros_like(x: Entry) -> Entry:

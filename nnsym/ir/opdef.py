@@ -23,7 +23,7 @@ import numpy as np
 
 from nnsym.errors import OperatorParamError
 from nnsym.ir.params import NoParams, Params
-from nnsym.types import DispatchMode, Shape, SType
+from nnsym.types import DispatchMode, Shape, SType, shape_str
 
 Rule = Callable[[Any, list[Any], list[Any]], tuple[Sequence[Any], Sequence[Any]]]
 Names = tuple[str, ...] | Callable[[Any], tuple[str, ...]]
@@ -209,8 +209,6 @@ def merge_shape(a: Shape | None, b: Shape | None) -> Shape | None:
 
 
 def _s(s: Shape | None) -> str:
-    from nnsym.types import shape_str
-
     return shape_str(s)
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from nnsym.codegen import compiler
+from nnsym.ndarray.ndarray import NDArray
 
 log = logging.getLogger("nnsym.runtime")
 
@@ -57,8 +58,6 @@ def module() -> Any | None:
     assert spec is not None
     mod = importlib.util.module_from_spec(spec)
     loader.exec_module(mod)
-    from nnsym.ndarray.ndarray import NDArray
-
     mod.setup(NDArray)
     return mod
 

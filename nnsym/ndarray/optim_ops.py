@@ -19,9 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from nnsym.codegen import compiler
 from nnsym.errors import ShapeError, StorageTypeError
 from nnsym.ndarray.ndarray import NDArray
 from nnsym.ndarray.sparse import BaseSparseNDArray, RowSparseNDArray
+from nnsym.sparse import optim
 
 
 def _same_shape(w: np.ndarray, state: np.ndarray, what: str) -> None:
@@ -66,9 +68,6 @@ def _kernel_path(weight: np.ndarray, states: tuple[np.ndarray, ...], grad: NDArr
                  lazy: bool) -> tuple[Any, np.ndarray, np.ndarray | None] | None:
     """(``nnsym.sparse.optim``, gradient values, gradient rows or None) where the C kernels
     serve this update, else None. Shapes are checked here as on the numpy path."""
-    from nnsym.codegen import compiler
-    from nnsym.sparse import optim
-
     if (compiler.backend() != "c" or weight.dtype.name not in optim.DTYPES
             or not all(a.flags.c_contiguous and a.flags.writeable for a in (weight, *states))
             or any(a.dtype != weight.dtype for a in states)):

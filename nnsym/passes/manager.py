@@ -11,6 +11,7 @@ from pathlib import Path
 
 from nnsym.errors import NNSymError, PassError, PassOrderError
 from nnsym.ir.graph import FIELDS, Graph
+from nnsym.ir.json import graph_to_json
 
 log = logging.getLogger("nnsym.passes")
 
@@ -68,8 +69,6 @@ def run_passes(g: Graph, passes: Sequence[GraphPass], dump_dir: Path | None = No
             raise PassError(f"pass {p.name} did not provide {sorted(lacking)} (after {done})")
         done.append(p.name)
         if dump_dir is not None:
-            from nnsym.ir.json import graph_to_json
-
             dump_dir.mkdir(parents=True, exist_ok=True)
             (dump_dir / f"{len(done):02d}_{p.name}.json").write_text(
                 graph_to_json(g, inferred=True)

@@ -18,9 +18,16 @@ from nnsym.errors import (
     ShapeError,
     StorageTypeError,
 )
+from nnsym.executor.executor import BindError, Executor, _reqs
 from nnsym.ir.graph import Entry, Graph, GraphAttrs, IndexedGraph, Node, variable
-from nnsym.ir.opdef import OpDef
+from nnsym.ir.json import graph_to_json, load_entries
+from nnsym.ir.opdef import OpDef, get_op
 from nnsym.ir.params import mx_str
+from nnsym.ndarray.ndarray import NDArray, zeros
+from nnsym.ndarray.sparse import zeros as sparse_zeros
+from nnsym.passes.infer import infer_shape, infer_type
+from nnsym.passes.manager import run_passes
+from nnsym.passes.stype import infer_storage_type
 from nnsym.symbol.naming import AttrScope, NameManager
 from nnsym.types import SType, dtype_flag, dtype_of, from_mx_shape, to_mx_shape
 
@@ -105,8 +112,6 @@ class Symbol:
         return Symbol(self._outputs)
 
     def __reduce__(self) -> Any:
-        from nnsym.symbol.json_io import load_json
-
         return (load_json, (self.tojson(),))
 
     def copy(self) -> Symbol:
@@ -299,8 +304,6 @@ class Symbol:
         return self
 
     def __abs__(self) -> Symbol:
-        from nnsym.ir.opdef import get_op
-
         return apply_op(get_op("abs"), "abs", [self], {})
 
     # ------------------------------------------------------------------ inference
@@ -335,8 +338,6 @@ class Symbol:
         return vals
 
     def _infer(self, kind: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
-        from nnsym.passes.infer import infer_shape, infer_type
-
         if kind == "shape":
             seeds = self._seed("infer_shape", args, kwargs, _user_shape)
             g = infer_shape(self.graph(shape=tuple(seeds)))
@@ -397,8 +398,6 @@ class Symbol:
         """``(arg_stypes, out_stypes, aux_stypes)`` as ``'default' | 'row_sparse' | 'csr'``,
         from the given argument storage types (unlisted ones: their ``stype`` attribute, else
         default). Raises StorageTypeError where an operator refuses the combination."""
-        from nnsym.passes.stype import infer_storage_type
-
         def conv(v: Any) -> SType:
             try:
                 return SType.parse(v)
@@ -419,8 +418,6 @@ class Symbol:
         ``args``/``args_grad``/``aux_states``: lists in ``list_arguments`` /
         ``list_auxiliary_states`` order or dicts by name; ``grad_req``: 'write', 'add' or
         'null', per argument by list or dict (unlisted: 'null')."""
-        from nnsym.executor.executor import Executor
-
         _unsupported(group2ctx=group2ctx, shared_exec=shared_exec)
         return Executor(self, ctx, args, args_grad, grad_req, aux_states)
 
@@ -442,10 +439,6 @@ class Symbol:
         sparse arrays. Gradient arrays take the storage types the operators' backward rules
         give (a row_sparse weight gradient through ``dot(csr, weight)`` or
         ``Embedding(sparse_grad=True)``)."""
-        from nnsym.executor.executor import BindError, Executor, _reqs
-        from nnsym.ndarray.ndarray import NDArray, zeros
-        from nnsym.ndarray.sparse import zeros as sparse_zeros
-
         _unsupported(group2ctx=group2ctx)
         arg_s, _, aux_s = self._infer("shape", (), kwargs)
         names = self.list_arguments()
@@ -509,8 +502,6 @@ class Symbol:
     def _arg_stypes(self, stype_dict: Any) -> list[str]:
         """Storage types of the arguments: ``stype_dict``, else ``__storage_type__``, else
         default."""
-        from nnsym.executor.executor import BindError
-
         names = self.list_arguments()
         given = dict(stype_dict or {})
         unknown = set(given) - set(names)
@@ -542,9 +533,6 @@ class Symbol:
     def tojson(self, inferred: bool = False, **kwargs: Any) -> str:
         """MXNet 1.x symbol JSON. ``inferred=True`` runs inference (``kwargs`` as ``infer_shape``)
         and records every inferred attribute per entry inside each node's ``attrs``."""
-        from nnsym.ir.json import graph_to_json
-        from nnsym.symbol.json_io import infer_for_dump
-
         if not inferred:
             if kwargs:
                 raise TypeError("tojson takes input shapes only with inferred=True")
@@ -553,6 +541,35 @@ class Symbol:
 
     def save(self, fname: str | Path, remove_amp_cast: bool = True) -> None:
         Path(fname).write_text(self.tojson())
+
+
+def load_json(text: str | bytes) -> Symbol:
+    """Load MXNet symbol JSON (any 0.8+ version); validated, legacy forms upgraded."""
+    sym = Symbol(load_entries(text))
+    _ = sym.index  # detect cycles (impossible with backward-only references) early
+    return sym
+
+
+def infer_for_dump(sym: Symbol, shapes: Mapping[str, Any]) -> Graph:
+    """Shape, dtype and storage-type inference for a dump: input shapes by name, dtypes by
+    ``type_dict`` (without one, inputs lacking ``__dtype__`` are float32, as in MXNet's
+    simple_bind), storage types from ``__storage_type__`` attributes (else default)."""
+    kw = dict(shapes)
+    type_dict = kw.pop("type_dict", None) or {}
+    shape_seed = sym._seed("tojson", (), kw, _user_shape)
+    if type_dict:
+        type_seed = sym._seed(
+            "tojson", (), {k: dtype_of(v) for k, v in type_dict.items()}, lambda t: t
+        )
+    else:
+        # As simple_bind without type_dict: inputs lacking __dtype__ default to float32.
+        idx = sym.index
+        type_seed = [None] * idx.num_entries
+        for nid in idx.input_nodes:
+            if "__dtype__" not in idx.nodes[nid].attrs:
+                type_seed[idx.row_ptr[nid]] = np.dtype(np.float32)
+    g = sym.graph(shape=tuple(shape_seed), dtype=tuple(type_seed))
+    return run_passes(g, [infer_shape, infer_type, infer_storage_type])
 
 
 def entry_name(e: Entry) -> str:
@@ -742,8 +759,6 @@ def _set_input_var_attrs(op: OpDef, in_names: Sequence[str], entries: list[Entry
 # Operator functions behind the arithmetic operators, by MXNet's Python name (the naming hint
 # is the lower-cased name, as MXNet's front end derives it).
 def _arith(lhs: Symbol, rhs: Any, sym_fn: str | None, scalar_fn: str) -> Symbol:
-    from nnsym.ir.opdef import get_op
-
     if isinstance(rhs, Symbol):
         if sym_fn is None:
             raise TypeError("reflected arithmetic with a Symbol on the left is not defined")
