@@ -488,7 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--show-weights", action="store_true", help="draw parameter nodes too")
     pp.add_argument("--summary", action="store_true", help="also print the layer table")
     pp.set_defaults(func=cmd_plot)
-    from nnsym.cuda.codegen import add_codegen_arguments, run_codegen
+    from nnsym.devtools.cuda.codegen import add_codegen_arguments, run_codegen
 
     pg = sub.add_parser("codegen", help="write the generated kernel sources (C or CUDA), one "
                         "kernel per file (every kernel variant, dense and sparse)")
