@@ -1,15 +1,17 @@
 """The GPU runtime: device memory, kernel modules and launches for ``nnsym.gpu(i)`` arrays.
 
-Two backends implement the same small interface:
+Backends implement the same small interface (:class:`Backend`) and are chosen by name
+(``NNSYM_CUDA``, or :func:`use_backend`) among those registered (:func:`register_backend`):
 
 * ``cupy`` (the ``cuda`` extra, imported lazily: the CPU path never needs it): device arrays are
-  ``cupy.ndarray``; kernels are the CUDA twins of the operators' C templates, compiled once per
-  set of kernels (nvcc to a cubin when nvcc is on PATH, else NVRTC) and loaded through
-  ``cupy.RawModule``; modules are memoised per source.
-* ``emulate`` (``NNSYM_CUDA=emulate``, or :func:`use_backend`): device arrays are host numpy
-  arrays and kernels run through the host shim (``nnsym.cuda.shim``: the same ``.cu`` text
-  compiled as C++ with CUDA's names emulated). It runs the whole GPU path (context checks,
-  copies, launches with p/ia/fa arrays, grid sizes) on a machine without a GPU; tests use it.
+  ``cupy.ndarray``; kernels are the CUDA twins of the operators' C templates
+  (``nnsym.cuda.source``), compiled once per set of kernels (nvcc to a cubin when nvcc is on
+  PATH, else NVRTC) and loaded through ``cupy.RawModule``; modules are memoised per source.
+* ``emulate`` (dev tooling: registered by importing ``nnsym.devtools.cuda``): device arrays are
+  host numpy arrays and kernels run through the host shim (``nnsym.devtools.cuda.shim``: the
+  same ``.cu`` text compiled as C++ with CUDA's names emulated). It runs the whole GPU path
+  (context checks, copies, launches with p/ia/fa arrays, grid sizes) on a machine without a
+  GPU; tests use it.
 
 A launch passes the C kernel's own ``p``/``ia``/``fa`` arrays, copied to device memory (see
 ``nnsym/cuda/templates/prologue.cu.j2``). Kernel choice, shapes and dtypes come from the
@@ -23,17 +25,17 @@ import functools
 import hashlib
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from nnsym.cuda.source import cuda_prologue, cuda_twin, has_twin, render_spec
 from nnsym.errors import NNSymError
 from nnsym.ir.spec import KernelSpec, Launch
 
 BLOCK = 256
 MAX_GRID = 65535
-EMU_BLOCK, EMU_MAX_GRID = 64, 2  # the emulator runs every thread: keep launches small
 
 
 class CudaUnavailableError(NNSymError):
@@ -46,10 +48,20 @@ class NoCudaKernelError(NNSymError):
 
 _BACKEND: Backend | None = None
 _LOCK = threading.Lock()
+# Backend factories by name; ``cupy`` is registered below, others by whoever provides them
+# (the emulated device: ``nnsym.devtools.cuda``).
+_FACTORIES: dict[str, Callable[[], Backend]] = {}
+
+
+def register_backend(name: str, factory: Callable[[], Backend]) -> None:
+    """Make a backend selectable by ``name`` (``NNSYM_CUDA=name``, :func:`use_backend`);
+    ``factory()`` builds it, raising :class:`CudaUnavailableError` where it cannot run."""
+    with _LOCK:
+        _FACTORIES[name] = factory
 
 
 def backend() -> Backend:
-    """The active backend: ``NNSYM_CUDA=emulate`` or a :func:`use_backend` choice, else cupy."""
+    """The active backend: ``NNSYM_CUDA`` or a :func:`use_backend` choice, else cupy."""
     global _BACKEND
     with _LOCK:
         if _BACKEND is None:
@@ -59,7 +71,8 @@ def backend() -> Backend:
 
 
 def use_backend(name: str) -> Backend:
-    """Select ``cupy`` or ``emulate``; returns the backend."""
+    """Select a registered backend (``cupy``, or ``emulate`` once ``nnsym.devtools.cuda`` is
+    imported); returns the backend."""
     global _BACKEND
     with _LOCK:
         _BACKEND = _make(name)
@@ -67,11 +80,12 @@ def use_backend(name: str) -> Backend:
 
 
 def _make(name: str) -> Backend:
-    if name == "emulate":
-        return EmulatedBackend()
-    if name == "cupy":
-        return CupyBackend()
-    raise NNSymError(f"NNSYM_CUDA must be cupy or emulate, not {name!r}")
+    factory = _FACTORIES.get(name)
+    if factory is None:
+        known = " or ".join(sorted(_FACTORIES))
+        raise NNSymError(f"NNSYM_CUDA must be {known}, not {name!r} (the emulated device, "
+                         "'emulate', is registered by importing nnsym.devtools.cuda)")
+    return factory()
 
 
 def cupy_module() -> Any:
@@ -88,20 +102,15 @@ def cupy_module() -> Any:
 
 def kernel_source(specs: Sequence[KernelSpec]) -> str:
     """One CUDA translation unit: the prologue and the twin of every spec (named by the spec)."""
-    from nnsym.cuda.codegen import CUDA_ENV, cuda_prologue, cuda_twin
-
     require_twins(specs)
     parts = [cuda_prologue()]
     for spec in sorted(set(specs), key=lambda s: s.name):
-        parts.append(CUDA_ENV.get_template(cuda_twin(spec.template)).render(
-            name=spec.name, **spec.context()))
+        parts.append(render_spec(spec))
     return "\n".join(parts)
 
 
 def require_twins(specs: Sequence[KernelSpec]) -> None:
     """NoCudaKernelError unless every spec's C template has a CUDA twin."""
-    from nnsym.cuda.codegen import cuda_twin, has_twin
-
     for spec in specs:
         if not has_twin(spec.template):
             raise NoCudaKernelError(
@@ -239,7 +248,7 @@ class CupyBackend(Backend):
         """nvcc to a cubin for this device's arch (kept in nnsym's cache directory) when nvcc
         is on PATH, else NVRTC."""
         from nnsym.codegen.cache import cache_root
-        from nnsym.cuda.codegen import DEVICE_FLAGS, nvcc, nvcc_compile
+        from nnsym.cuda.source import DEVICE_FLAGS, nvcc, nvcc_compile
 
         arch = f"sm_{self.cp.cuda.Device().compute_capability}"  # cupy gives e.g. "80"
         if nvcc() is not None:
@@ -284,85 +293,7 @@ class CupyBackend(Backend):
         self.cp.cuda.get_current_stream().synchronize()
 
 
-class EmulatedBackend(Backend):
-    """No device: host memory and the host shim (see the module docstring)."""
-
-    name = "emulate"
-    block = EMU_BLOCK
-    max_grid = EMU_MAX_GRID
-
-    def __init__(self) -> None:
-        from nnsym.cuda import shim
-
-        super().__init__()
-        if shim.cxx() is None:
-            raise CudaUnavailableError("the CUDA emulator needs a C++ compiler (g++)")
-
-    def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
-        return _EmuArray(np.empty(shape, dtype))
-
-    def from_host(self, a: np.ndarray) -> Any:
-        return _EmuArray(np.array(a, copy=True, order="C"))
-
-    def to_host(self, d: Any) -> np.ndarray:
-        return np.array(d.host, copy=True)
-
-    def ptr(self, d: Any) -> int:
-        return int(d.host.ctypes.data)
-
-    def is_array(self, d: Any) -> bool:
-        return isinstance(d, _EmuArray)
-
-    def copy_into(self, dst: Any, src: Any) -> None:
-        dst.host[...] = src.host.astype(dst.host.dtype, copy=False)
-
-    def view(self, pool: Any, dtype: np.dtype, shape: tuple[int, ...]) -> Any:
-        n = int(np.prod(shape, dtype=np.int64))
-        return _EmuArray(np.frombuffer(pool.host, dtype, n).reshape(shape))
-
-    def _load_functions(self, specs: list[KernelSpec]) -> dict[str, Any]:
-        from nnsym.cuda import shim
-        from nnsym.cuda.codegen import Variant
-
-        lib = shim.build([Variant("", "", s, (), (), (), (), 0, s.name) for s in specs])
-        return {s.name: (lib, s.name) for s in specs}
-
-    def launch(self, fn: Any, ptrs: Sequence[int], ia: Sequence[int], fa: Sequence[float],
-               work: int) -> None:
-        lib, name = fn
-        ffi = lib.ffi
-        p = ffi.new("void *[]", [ffi.cast("void *", x) for x in ptrs] or [ffi.NULL])
-        i = ffi.new("int64_t[]", [int(x) for x in ia] or [0])
-        f = ffi.new("double[]", [float(x) for x in fa] or [0.0])
-        lib.launch_raw(name, p, i, f, grid_for(work, self.block, self.max_grid), self.block)
-
-
-class _EmuArray:
-    """Emulated device memory: a host array only the GPU code path touches."""
-
-    __slots__ = ("host",)
-
-    def __init__(self, host: np.ndarray):
-        self.host = host
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(self.host.shape)
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.host.dtype
-
-    @property
-    def size(self) -> int:
-        return int(self.host.size)
-
-    @property
-    def ndim(self) -> int:
-        return int(self.host.ndim)
-
-    def reshape(self, shape: tuple[int, ...]) -> _EmuArray:
-        return _EmuArray(self.host.reshape(shape))
+register_backend("cupy", CupyBackend)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from nnsym.cuda.codegen import Variant
+from nnsym.devtools.cuda.codegen import Variant
 
 # Elements of the unary and backward test launches (more than 3 x 32 threads: every grid-stride
 # loop runs two or three times).

@@ -13,8 +13,8 @@ from cuda_harness import run_c
 
 from nnsym.codegen import compiler
 from nnsym.codegen.render import render_unit, signature
-from nnsym.cuda import codegen as cg
-from nnsym.cuda import shim
+from nnsym.devtools.cuda import codegen as cg
+from nnsym.devtools.cuda import shim
 
 # Pointer positions that hold indices (values drawn from [0, 3), so every index is valid and
 # repeats: scatter kernels see collisions), per family.

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nnsym.cuda import codegen as cg
+from nnsym.cuda import source as cusrc
+from nnsym.devtools.cuda import codegen as cg
 from nnsym.ir.spec import CTYPES, KernelSpec
 from nnsym.ops.elemwise.elemwise import BINARY, SCALAR_OPS, UNARY, kernel_expr
 from nnsym.ops.reduce.broadcast_reduce import BROADCAST
@@ -142,8 +143,8 @@ def _kernel_templates() -> list[Path]:
     return ops + sparse
 
 
-OPS = Path(cg.__file__).resolve().parent.parent / "ops"
-SPARSE = Path(cg.__file__).resolve().parent.parent / "sparse" / "templates"
+OPS = Path(cusrc.__file__).resolve().parent.parent / "ops"
+SPARSE = Path(cusrc.__file__).resolve().parent.parent / "sparse" / "templates"
 # macros and shared helpers, included by kernel templates (no kernel of their own)
 MACRO_FILES = {"shape_store.c.j2", "common.c.j2", "elemwise_helpers.c.j2"}
 
@@ -157,7 +158,7 @@ def test_every_kernel_template_has_a_cuda_twin():
 def test_codegen_writes_a_file_per_family_and_storage_type(tmp_path):
     """`nnsym codegen --target cuda` writes every variant: at least one file of every dense
     family (default storage) and of every sparse template (csr and row_sparse kernels)."""
-    from nnsym.cuda import sparse
+    from nnsym.devtools.cuda import sparse
 
     paths = cg.write_sources("cuda", tmp_path)
     names = {p.stem for p in paths}

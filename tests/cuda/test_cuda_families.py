@@ -15,8 +15,8 @@ import pytest
 from family_harness import FamilyRuns, compare
 
 from nnsym.codegen import compiler
-from nnsym.cuda import codegen as cg
-from nnsym.cuda import shim
+from nnsym.devtools.cuda import codegen as cg
+from nnsym.devtools.cuda import shim
 
 pytestmark = pytest.mark.skipif(
     shim.cxx() is None or compiler.compiler() is None, reason="needs gcc and g++")

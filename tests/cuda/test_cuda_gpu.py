@@ -35,7 +35,8 @@ from cuda_harness import (
 )
 
 from nnsym.codegen import compiler
-from nnsym.cuda import codegen as cg
+from nnsym.cuda import source as cusrc
+from nnsym.devtools.cuda import codegen as cg
 
 pytestmark = pytest.mark.gpu
 
@@ -59,7 +60,7 @@ class Device:
         self.cupy = cupy
         self.variants = cg.unique_specs(v for v in cg.all_variants() if v.family in cg.ELEMWISE)
         self.arch = "sm_" + str(cupy.cuda.Device().compute_capability)
-        self.nvrtc = cg.nvcc() is None
+        self.nvrtc = cusrc.nvcc() is None
         units = [self.variants[i:i + UNIT] for i in range(0, len(self.variants), UNIT)]
         self.tmp = Path(tempfile.mkdtemp(prefix="nnsym-gpu-"))
         with ThreadPoolExecutor(max(1, min(os.cpu_count() or 1, 16))) as pool:
@@ -73,10 +74,10 @@ class Device:
         source = cg.render_unit(unit, "cuda")
         if not self.nvrtc:
             out = self.tmp / f"unit{k}.cubin"
-            ok, log = cg.nvcc_compile(source, self.arch, "cubin", out=out)
+            ok, log = cusrc.nvcc_compile(source, self.arch, "cubin", out=out)
             assert ok, log
             return self.cupy.RawModule(path=str(out))
-        opts = ["-std=c++17", *(f"-{f}" for f in cg.DEVICE_FLAGS)]
+        opts = ["-std=c++17", *(f"-{f}" for f in cusrc.DEVICE_FLAGS)]
         cuda_path = self.cupy.cuda.get_cuda_path()
         if cuda_path and Path(cuda_path, "include").is_dir():
             opts.append(f"-I{Path(cuda_path, 'include')}")

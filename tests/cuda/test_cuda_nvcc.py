@@ -13,10 +13,11 @@ import time
 
 import pytest
 
-from nnsym.cuda import codegen as cg
+from nnsym.cuda import source as cusrc
+from nnsym.devtools.cuda import codegen as cg
 from nnsym.ir.spec import KernelSpec
 
-pytestmark = pytest.mark.skipif(cg.nvcc() is None, reason="nvcc is not on PATH")
+pytestmark = pytest.mark.skipif(cusrc.nvcc() is None, reason="nvcc is not on PATH")
 
 
 def _check(mode: str) -> None:
@@ -62,7 +63,7 @@ def test_integer_math_needs_the_tgmath_prologue(tmp_path):
     v = next(v for v in cg.all_variants() if v.name == "nnk_exp_int32_write")
     source = cg.render_unit([v], "cuda")
     assert "exp(x)" in source
-    ok, log = cg.nvcc_compile(source, "sm_90")
+    ok, log = cusrc.nvcc_compile(source, "sm_90")
     assert ok, log
-    ok, log = cg.nvcc_compile(source.replace("    NNSYM_TGMATH\n", ""), "sm_90")
+    ok, log = cusrc.nvcc_compile(source.replace("    NNSYM_TGMATH\n", ""), "sm_90")
     assert not ok and "exp" in log

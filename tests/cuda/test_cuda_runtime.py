@@ -14,7 +14,8 @@ import pytest
 import nnsym
 from nnsym import nd
 from nnsym.codegen import compiler
-from nnsym.cuda import runtime, shim
+from nnsym.cuda import runtime
+from nnsym.devtools.cuda import shim
 from nnsym.errors import NNSymError, ShapeError
 from nnsym.ndarray.gpu import ContextError, GPUNDArray
 

@@ -33,8 +33,8 @@ from cuda_harness import (
 from family_harness import build_scalar_c
 
 from nnsym.codegen import compiler
-from nnsym.cuda import codegen as cg
-from nnsym.cuda import shim
+from nnsym.devtools.cuda import codegen as cg
+from nnsym.devtools.cuda import shim
 
 pytestmark = pytest.mark.skipif(
     shim.cxx() is None or compiler.compiler() is None, reason="needs gcc and g++")

@@ -1,4 +1,5 @@
-"""The CUDA twins of the sparse kernels (nnsym/sparse/templates/*.cu.j2, nnsym/cuda/sparse.py).
+"""The CUDA twins of the sparse kernels (nnsym/sparse/templates/*.cu.j2,
+nnsym/devtools/cuda/sparse.py).
 
 * nvcc: every variant compiles for sm_80 and sm_90 (PTX, warnings are errors), several kernels
   per translation unit, cached like ``cg.nvcc_check``.
@@ -17,9 +18,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nnsym.cuda import codegen as cg
-from nnsym.cuda import shim
-from nnsym.cuda import sparse as sp
+from nnsym.cuda import source as cusrc
+from nnsym.devtools.cuda import codegen as cg
+from nnsym.devtools.cuda import shim
+from nnsym.devtools.cuda import sparse as sp
 from nnsym.sparse import dot, elemwise, optim
 
 GRID, BLOCK = 3, 64
@@ -136,7 +138,7 @@ CSR_SHAPES = ((9, 13), (5, 0), (0, 4), (6, 70))
 
 # ---- nvcc ----
 
-@pytest.mark.skipif(cg.nvcc() is None, reason="needs nvcc")
+@pytest.mark.skipif(cusrc.nvcc() is None, reason="needs nvcc")
 def test_nvcc_compiles_every_sparse_kernel() -> None:
     res = sp.nvcc_check(KERNELS, archs=cg.ARCHS, chunk=64)
     bad = [r for r in res if not r.ok]

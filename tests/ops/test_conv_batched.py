@@ -1,4 +1,4 @@
-"""The batched Convolution lowerings (nnsym/ops/nn/conv_batched.py: several images per GEMM)
+"""The batched Convolution lowerings (nnsym/ops/conv/conv_batched.py: several images per GEMM)
 against the per-image kernels of conv.py, run on the same KernelCall and pointers: groups,
 stride, pad, dilation, 1-D/2-D/3-D, bias, write/add, null gradients, batch sizes 1..9 and odd
 block splits (a small block bound forces several blocks of unequal size)."""

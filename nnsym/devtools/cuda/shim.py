@@ -39,7 +39,8 @@ from typing import Any
 import cffi
 
 from nnsym.codegen.cache import build_cached, cache_key, file_sha256
-from nnsym.cuda.codegen import Variant, cuda_prologue, header, render_kernel
+from nnsym.cuda.source import cuda_prologue
+from nnsym.devtools.cuda.codegen import Variant, header, render_kernel
 from nnsym.errors import NNSymError
 
 SHIM_HEADER = r"""/* nnsym host shim: CUDA kernel source compiled as C++ on the CPU. */

@@ -1,11 +1,8 @@
-"""CUDA code generation beside the C path: every kernel family has a CUDA twin.
-
-For a C template ``nnsym/ops/X.c.j2`` the CUDA twin is ``nnsym/ops/X.cu.j2`` beside it; it
-renders the *same* kernel spec (scalar expressions, the integer division guard, dtypes, write
-mode, structural literals all come from the operator's own lowering), and takes the C kernel's
-own arguments, ``(void *const *p, const int64_t *ia, const double *fa)``, in device memory. So
-the C and the CUDA kernel of a variant compute the same arithmetic on the same run-time values.
-The sparse kernels (``nnsym/sparse/templates``) have their twins in ``nnsym.cuda.sparse``.
+"""CUDA code generation beside the C path, for verification: every kernel family has a CUDA
+twin (rendered from the same kernel spec by ``nnsym.cuda.source``, which the GPU runtime uses);
+this module enumerates the variants, renders them for ``nnsym codegen`` and checks them with
+nvcc. The sparse kernels (``nnsym/sparse/templates``) have their twins in
+``nnsym.devtools.cuda.sparse``.
 
 Variants are enumerated by lowering every registered operator's examples (plus broadcasting
 shape patterns for binary operators) in every dtype, write mode and train/inference mode, and
@@ -21,7 +18,6 @@ import argparse
 import functools
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,11 +31,17 @@ import numpy as np
 
 from nnsym.codegen.cache import cache_key, cache_root
 from nnsym.codegen.render import ENV as C_ENV
-from nnsym.codegen.render import template_env
+from nnsym.cuda.source import (
+    NVCC_FLAGS,
+    PTX_CHECK_FLAGS,
+    cuda_prologue,
+    cuda_twin,
+    has_twin,
+    nvcc,
+    nvcc_compile,
+    render_spec,
+)
 from nnsym.ir.spec import CTYPES, REQS, KernelCall, KernelSpec, Launch
-
-TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
-OPS_DIR = Path(__file__).resolve().parent.parent / "ops"
 
 # Short family names of the three elementwise families (the others are named by their C
 # template's file stem: "pool_backward", "dot_gemm"...).
@@ -61,34 +63,12 @@ REORDERING: frozenset[str] = frozenset({
 })
 
 
-def cuda_twin(c_template: str) -> str:
-    """The CUDA template beside a C template (``conv/pool.c.j2`` -> ``conv/pool.cu.j2``)."""
-    assert c_template.endswith(".c.j2"), c_template
-    return c_template[: -len(".c.j2")] + ".cu.j2"
-
-
-@functools.cache
-def has_twin(c_template: str) -> bool:
-    return c_template.endswith(".c.j2") and (OPS_DIR / cuda_twin(c_template)).is_file()
-
-
 def family_of(c_template: str) -> str:
     return SHORT_NAMES.get(c_template) or Path(c_template).name[: -len(".c.j2")]
 
 
 TARGETS = ("c", "cuda")
 DTYPES: tuple[str, ...] = tuple(CTYPES)
-
-# <tgmath.h> functions given float/double/integer dispatch in the CUDA prologue.
-UNARY_MATH: tuple[str, ...] = (
-    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "cbrt",
-    "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh",
-    "atanh", "erf", "erfc", "tgamma", "lgamma", "floor", "ceil", "round", "trunc", "rint",
-    "nearbyint", "fabs",
-)
-BINARY_MATH: tuple[str, ...] = (
-    "pow", "atan2", "fmod", "hypot", "copysign", "fdim", "fmax", "fmin", "remainder",
-)
 
 # Broadcasting shape pairs covering every inner mode with 1, 2 and 3 collapsed dims
 # (``nnsym.ops.elemwise.broadcast_rows``); each output has more than 96 elements, so a
@@ -106,36 +86,6 @@ BINARY_SHAPES: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = (
 )
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def cuda_ctype(dt: Any) -> str:
-    """Storage type of a dtype in CUDA source (float16 is ``__half``)."""
-    name = np.dtype(dt).name
-    return "__half" if name == "float16" else CTYPES[name][0]
-
-
-def load(dt: Any, text: str) -> str:
-    """A storage element read as a value (float16 widens exactly to float)."""
-    return f"nnsym_h2f({text})" if np.dtype(dt).name == "float16" else text
-
-
-def store(dt: Any, text: str) -> str:
-    """A value converted to storage, as C's cast does (float16 rounds once, from its type)."""
-    if np.dtype(dt).name == "float16":
-        return f"nnsym_f2h({text})"
-    return f"({cuda_ctype(dt)})({text})"
-
-
-CUDA_ENV = template_env([OPS_DIR, TEMPLATE_DIR])
-# ``ctype`` is the CUDA storage type here (float16: __half, which converts to and from float,
-# double and the integers with the same rounding as C's _Float16 casts), so a CUDA twin can
-# spell its pointer types as its C template does.
-CUDA_ENV.globals.update(cutype=cuda_ctype, ctype=cuda_ctype, load=load, store=store)
-
-
-def cuda_prologue() -> str:
-    return CUDA_ENV.get_template("prologue.cu.j2").render(
-        unary_math=list(UNARY_MATH), binary_math=list(BINARY_MATH))
 
 
 def c_prologue() -> str:
@@ -493,7 +443,7 @@ def render_kernel(v: Variant, target: str, name: str | None = None) -> str:
     if target == "c":
         return C_ENV.get_template(v.spec.template).render(name=kname, **v.ctx)
     if target == "cuda":
-        return CUDA_ENV.get_template(v.cuda_template).render(name=kname, **v.ctx)
+        return render_spec(v.spec, kname)
     raise ValueError(f"target must be one of {TARGETS}, not {target!r}")
 
 
@@ -530,7 +480,7 @@ def suffix(target: str) -> str:
 def write_sources(target: str, out_dir: str | Path, op: str | None = None) -> list[Path]:
     """Write one self-contained kernel per file (``<name>.c`` or ``<name>.cu``) into
     ``out_dir``: every dense kernel variant (of ``op`` only, if given) and, for all operators,
-    the sparse kernels (``nnsym.cuda.sparse``); returns the paths, sorted."""
+    the sparse kernels (``nnsym.devtools.cuda.sparse``); returns the paths, sorted."""
     if target not in TARGETS:
         raise ValueError(f"target must be one of {TARGETS}, not {target!r}")
     out = Path(out_dir)
@@ -541,7 +491,7 @@ def write_sources(target: str, out_dir: str | Path, op: str | None = None) -> li
         p.write_text(render_source(v, target))
         paths.append(p)
     if op is None:  # the sparse (csr, row_sparse) kernels belong to no single operator
-        from nnsym.cuda import sparse
+        from nnsym.devtools.cuda import sparse
 
         for stem, source in sparse.kernels(target):
             p = out / (stem + suffix(target))
@@ -554,27 +504,7 @@ def write_sources(target: str, out_dir: str | Path, op: str | None = None) -> li
 # nvcc compile check (no GPU needed)
 
 ARCHS = ("sm_80", "sm_90")
-# Device code flags of the CUDA kernels: no FMA contraction (the C kernels' -ffp-contract=off),
-# IEEE division and square root and no flush to zero (nvcc's defaults, spelled out).
-DEVICE_FLAGS = ("-fmad=false", "-prec-div=true", "-prec-sqrt=true", "-ftz=false")
-# Warnings are errors, except "pointless comparison of unsigned integer with zero / with a
-# negative constant" (#186, #514): the operators' generic expressions (abs, sign, the integer
-# division guard's `== -1`) compare that way in every dtype, unsigned included; and "declared
-# but never referenced" / "set but never used" (#177, #550): a template reads its parameters
-# from ia/fa up front, and an expression need not use them all.
-NVCC_FLAGS = ("-std=c++17", *DEVICE_FLAGS, "-Werror", "all-warnings",
-              "-diag-suppress", "177,186,514,550")
-# The PTX compile check runs nvcc's front end and NVVM without optimisation: every language,
-# type and code generation error still fails it, in a fifth of the time of -O3 (measured: 256
-# kernels, 0.9 s instead of 5.1 s). ``--cubin`` (the slow test, and the runtime) optimises.
-PTX_CHECK_FLAGS = ("-Xcicc", "-O0")
 CHECK_FORMAT = "cuda-check-v2"
-
-
-@functools.lru_cache(maxsize=1)
-def nvcc() -> str | None:
-    path = shutil.which("nvcc")
-    return os.path.realpath(path) if path else None
 
 
 @functools.lru_cache(maxsize=1)
@@ -607,25 +537,6 @@ def unique_specs(vs: Iterable[Variant]) -> list[Variant]:
             seen.add(v.spec)
             out.append(v)
     return out
-
-
-def nvcc_compile(source: str, arch: str, mode: str = "ptx",
-                 out: Path | None = None) -> tuple[bool, str]:
-    """Compile CUDA source with nvcc (``--ptx`` (unoptimised: PTX_CHECK_FLAGS) or ``--cubin``
-    for ``arch``, NVCC_FLAGS);
-    returns (success, the command and nvcc's messages). ``out``: where to keep the result."""
-    cc = nvcc()
-    if cc is None:
-        raise FileNotFoundError("nvcc is not on PATH")
-    with tempfile.TemporaryDirectory(prefix="nnsym-nvcc-") as tmp:
-        src = Path(tmp) / "unit.cu"
-        src.write_text(source)
-        target = out or Path(tmp) / f"unit.{mode}"
-        fast = PTX_CHECK_FLAGS if mode == "ptx" else ()
-        cmd = [cc, f"--{mode}", f"-arch={arch}", *NVCC_FLAGS, *fast, str(src), "-o",
-               str(target)]
-        r = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    return r.returncode == 0, f"{' '.join(cmd)}\n{(r.stdout + r.stderr).strip()[:8000]}"
 
 
 def nvcc_check(vs: Sequence[Variant], archs: Sequence[str] = ARCHS, mode: str = "ptx",

@@ -14,9 +14,9 @@ fill kernel) are documented in the template's header comment.
 This module enumerates every variant (:func:`all_kernels`: each template x the dtypes, index
 kernels, expressions, optimizer ops and gradient kinds the C side renders it with), renders
 them (:func:`kernels`: ``(stem, source)`` for ``target`` ``"cuda"`` or ``"c"``), compiles them
-with nvcc (:func:`nvcc_check`, cached like :func:`nnsym.cuda.codegen.nvcc_check`) and builds the
-host shim (:func:`build_shim`: the CUDA source compiled as C++ on the CPU by
-:mod:`nnsym.cuda.shim`'s header and launcher).
+with nvcc (:func:`nvcc_check`, cached like :func:`nnsym.devtools.cuda.codegen.nvcc_check`)
+and builds the host shim (:func:`build_shim`: the CUDA source compiled as C++ on the CPU by
+:mod:`nnsym.devtools.cuda.shim`'s header and launcher).
 
 Target ``"c"``: a kernel's C counterpart is the C library its template renders with the same
 context (``common.c.j2`` + the template), headed by a comment naming the C function that computes
@@ -41,13 +41,14 @@ import numpy as np
 
 from nnsym.codegen.cache import cache_key, cache_root
 from nnsym.codegen.render import template_env
-from nnsym.cuda import codegen as cg
-from nnsym.cuda import shim
+from nnsym.cuda import source as src
+from nnsym.devtools.cuda import codegen as cg
+from nnsym.devtools.cuda import shim
 from nnsym.ir.spec import comptype
 
-SPARSE_TEMPLATES = Path(__file__).resolve().parent.parent / "sparse" / "templates"
-ENV = template_env([SPARSE_TEMPLATES, cg.TEMPLATE_DIR])
-ENV.globals.update(cutype=cg.cuda_ctype, ctype=cg.cuda_ctype, load=cg.load, store=cg.store)
+SPARSE_TEMPLATES = Path(__file__).resolve().parents[2] / "sparse" / "templates"
+ENV = template_env([SPARSE_TEMPLATES, src.TEMPLATE_DIR])
+ENV.globals.update(cutype=src.cuda_ctype, ctype=src.cuda_ctype, load=src.load, store=src.store)
 
 # The dtypes of the C side (nnsym/sparse/elemwise.py, dot.py, optim.py).
 ELEM_DTYPES = ("float16", "float32", "float64", "int32", "int64")
@@ -100,7 +101,7 @@ class SparseKernel:
 
     @property
     def cuda_template(self) -> str:
-        return cg.cuda_twin(self.template)
+        return src.cuda_twin(self.template)
 
     @property
     def context(self) -> dict[str, Any]:
@@ -187,7 +188,7 @@ def kernels(target: str) -> list[tuple[str, str]]:
     naming the kernel, the CUDA prologue and the kernel. ``"c"``: for the kernels with a
     one-to-one C function, a comment naming it and the C library it lives in."""
     if target == "cuda":
-        pro = cg.cuda_prologue()
+        pro = src.cuda_prologue()
         return [(k.stem, "\n".join([k.header("cuda"), pro, k.render_cuda()]))
                 for k in all_kernels()]
     if target == "c":
@@ -198,7 +199,7 @@ def kernels(target: str) -> list[tuple[str, str]]:
 
 def render_unit(ks: Sequence[SparseKernel]) -> str:
     """Several CUDA kernels in one translation unit (one prologue)."""
-    parts = [cg.cuda_prologue()]
+    parts = [src.cuda_prologue()]
     for k in ks:
         parts.append(k.header("cuda"))
         parts.append(k.render_cuda())
@@ -212,10 +213,10 @@ def render_unit(ks: Sequence[SparseKernel]) -> str:
 def nvcc_check(ks: Sequence[SparseKernel], archs: Sequence[str] = cg.ARCHS, mode: str = "ptx",
                chunk: int = 64, jobs: int | None = None,
                cache_dir: Path | None = None) -> list[cg.CheckResult]:
-    """Compile the kernels with nvcc (``cg.nvcc_compile``: NVCC_FLAGS, warnings are errors),
-    ``chunk`` per translation unit, for every arch; successful units are remembered under the
-    cache directory like :func:`nnsym.cuda.codegen.nvcc_check`."""
-    if cg.nvcc() is None:
+    """Compile the kernels with nvcc (``nnsym.cuda.source.nvcc_compile``: NVCC_FLAGS, warnings
+    are errors), ``chunk`` per translation unit, for every arch; successful units are remembered
+    under the cache directory like :func:`nnsym.devtools.cuda.codegen.nvcc_check`."""
+    if src.nvcc() is None:
         raise FileNotFoundError("nvcc is not on PATH")
     todo = sorted(ks, key=lambda k: k.stem)
     units = [todo[i:i + chunk] for i in range(0, len(todo), chunk)]
@@ -226,12 +227,12 @@ def nvcc_check(ks: Sequence[SparseKernel], archs: Sequence[str] = cg.ARCHS, mode
         source = render_unit(unit)
         names = tuple(k.stem for k in unit)
         key = cache_key(kind="nvcc-check", source=source, nvcc=version, arch=arch, mode=mode,
-                        flags=list(cg.NVCC_FLAGS))
+                        flags=list(src.NVCC_FLAGS))
         marker = root / key[:2] / f"{key}.ok"
         if marker.is_file():
             return cg.CheckResult(arch, names, True, True, 0.0)
         t0 = time.perf_counter()
-        ok, log = cg.nvcc_compile(source, arch, mode)
+        ok, log = src.nvcc_compile(source, arch, mode)
         dt = time.perf_counter() - t0
         if not ok:
             return cg.CheckResult(arch, names, False, False, dt, log)
