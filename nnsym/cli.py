@@ -18,7 +18,7 @@ from nnsym import optimizer
 from nnsym import symbol as sym
 from nnsym import visualization as viz
 from nnsym.codegen import cache, compiler
-from nnsym.devtools.cuda.codegen import add_codegen_arguments, run_codegen
+from nnsym.devtools.cuda.cli import add_codegen_arguments, run_codegen
 from nnsym.errors import NNSymError
 from nnsym.ir.graph import Entry, Graph
 from nnsym.ir.json import graph_to_json

@@ -2,7 +2,6 @@
 
 Backends implement the same small interface (:class:`Backend`) and are chosen by name
 (``NNSYM_CUDA``, or :func:`use_backend`) among those registered (:func:`register_backend`):
-
 * ``cupy`` (the ``cuda`` extra, imported lazily: the CPU path never needs it): device arrays are
   ``cupy.ndarray``; kernels are the CUDA twins of the operators' C templates
   (``nnsym.cuda.source``), compiled once per set of kernels (nvcc to a cubin when nvcc is on
@@ -30,9 +29,19 @@ from typing import Any
 
 import numpy as np
 
-from nnsym.cuda.source import cuda_prologue, cuda_twin, has_twin, render_spec
+from nnsym.codegen.cache import cache_root
+from nnsym.cuda.source import (
+    DEVICE_FLAGS,
+    cuda_prologue,
+    cuda_twin,
+    has_twin,
+    nvcc,
+    nvcc_compile,
+    render_spec,
+)
 from nnsym.errors import NNSymError
 from nnsym.ir.spec import KernelSpec, Launch
+from nnsym.ops.nn.dropout import next_seed
 
 BLOCK = 256
 MAX_GRID = 65535
@@ -125,7 +134,6 @@ def grid_for(work: int, block: int, max_grid: int) -> int:
 
 class Backend:
     """Device memory and kernel launches of one backend."""
-
     name = ""
     block = BLOCK
     max_grid = MAX_GRID
@@ -196,7 +204,6 @@ class Backend:
 
 class CupyBackend(Backend):
     """Real devices through cupy."""
-
     name = "cupy"
 
     def __init__(self) -> None:
@@ -247,9 +254,6 @@ class CupyBackend(Backend):
     def _load(self, source: str, key: str) -> Any:
         """nvcc to a cubin for this device's arch (kept in nnsym's cache directory) when nvcc
         is on PATH, else NVRTC."""
-        from nnsym.codegen.cache import cache_root
-        from nnsym.cuda.source import DEVICE_FLAGS, nvcc, nvcc_compile
-
         arch = f"sm_{self.cp.cuda.Device().compute_capability}"  # cupy gives e.g. "80"
         if nvcc() is not None:
             out = cache_root() / "cuda-cubin" / key[:2] / f"{key}-{arch}.cubin"
@@ -316,8 +320,6 @@ def run_launches(launches: Sequence[Launch], ptrs: Sequence[Any], work: int,
             addrs.append(be.ptr(ws))
         fa = list(ln.fa)
         if ln.seed_slot is not None:
-            from nnsym.ops.nn.dropout import next_seed
-
             fa[ln.seed_slot] = float(next_seed())
         be.launch(fns[ln.spec.name], addrs, ln.ia, fa, work)
         del keep

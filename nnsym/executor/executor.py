@@ -18,12 +18,18 @@ import numpy as np
 
 from nnsym.codegen import compiler
 from nnsym.context import Context, cpu
+from nnsym.cuda.runtime import backend
 from nnsym.errors import NNSymError, NoKernelError, ShapeError
+from nnsym.executor.debug import debug_str
 from nnsym.ir.graph import Entry, Graph, GraphAttrs, Node, dfs_post_order, variable
+from nnsym.ir.json import graph_to_json
 from nnsym.ir.opdef import DENSE, get_op
 from nnsym.ir.spec import KernelCall, Lowered
-from nnsym.ndarray.ndarray import NDArray
-from nnsym.ndarray.sparse import _assign
+from nnsym.ndarray.gpu import GPUNDArray
+from nnsym.ndarray.ndarray import NDArray, invoke
+from nnsym.ndarray.sparse import BaseSparseNDArray, CSRNDArray, _assign, cast_storage, zeros
+from nnsym.ndarray.sparse_ops import EX
+from nnsym.ops.common.stype import infer_storage, on_fallback
 from nnsym.ops.nn.dropout import next_seed
 from nnsym.passes.gradient import gradient
 from nnsym.passes.infer import infer_shape, infer_type
@@ -90,8 +96,6 @@ class Executor:
         self._ctx = ctx or cpu()
         self._gpu: Any = None  # the CUDA backend when bound on a gpu context
         if self._ctx.device_type == "gpu":
-            from nnsym.cuda.runtime import backend
-
             self._gpu = backend()
         elif self._ctx.device_type != "cpu":
             raise NNSymError(f"cannot bind on {self._ctx}: use a cpu or gpu context")
@@ -460,8 +464,6 @@ class Executor:
     def _nd(self, data: Any) -> NDArray:
         """An NDArray over planned memory of this executor's device."""
         if self._gpu is not None:
-            from nnsym.ndarray.gpu import GPUNDArray
-
             return GPUNDArray(data, self._ctx)
         return NDArray(data, self._ctx)
 
@@ -630,14 +632,10 @@ class Executor:
         """The bound graph (forward and backward) as MXNet symbol JSON with every decided
         attribute per node: shapes, dtypes, storage ids (-1 the caller's variable arrays, -2 the
         caller's gradient arrays, else a pool block) and in-place input indices (-1: none)."""
-        from nnsym.ir.json import graph_to_json
-
         return graph_to_json(self._graph, inferred=True)
 
     def debug_str(self) -> str:
         """The bound graph (forward and backward) in MXNet's layout, then the planned total."""
-        from nnsym.executor.debug import debug_str
-
         return debug_str(self._idx, self._plan, self._stypes, self._modes)
 
 
@@ -645,7 +643,6 @@ class _GpuLaunch:
     """One prebound CUDA kernel launch of a gpu executor (a Python step): p/ia/fa are copied to
     the device once, at bind; a seeded launch (Dropout) copies its fa again before each run,
     since the executor writes a fresh seed into it."""
-
     __slots__ = ("bound", "fa", "seeded")
 
     def __init__(self, be: Any, fn: Any, addrs: list[int], ia: list[int], fa: list[float],
@@ -678,7 +675,6 @@ def _segments(items: Sequence[Any]) -> list[Any]:
 def _zeros(st: SType, shape: tuple[int, ...], dtype: np.dtype, ctx: Context) -> NDArray:
     if st == SType.DEFAULT:
         return NDArray(np.zeros(shape, dtype), ctx)
-    from nnsym.ndarray.sparse import zeros
 
     return zeros(st.label, shape, ctx, dtype)
 
@@ -687,9 +683,6 @@ def _store(target: NDArray, value: NDArray, req: str) -> None:
     """``target`` receives ``value`` (write) or ``target + value`` (add), keeping its storage
     type; a sparse value of the target's type is taken over without a copy (it is a fresh
     result no one else holds)."""
-    from nnsym.ndarray.ndarray import invoke
-    from nnsym.ndarray.sparse import BaseSparseNDArray, CSRNDArray
-
     if req == "add":
         if type(target) is NDArray and type(value) is NDArray:
             target._data += value._data
@@ -713,11 +706,6 @@ def _sparse_step(node: Node, ins: list[NDArray], outs: list[NDArray], reqs: tupl
     """One node with sparse storage as a Python step: the decision of the storage pass
     (fcompute_ex implementation, or the dense kernel on densified inputs with the outputs cast
     to their storage types), results stored into the entries' arrays by write mode."""
-    from nnsym.ndarray.ndarray import invoke
-    from nnsym.ndarray.sparse import cast_storage
-    from nnsym.ndarray.sparse_ops import EX
-    from nnsym.ops.common.stype import infer_storage, on_fallback
-
     op, p = node.op, node.params
     assert op is not None
     raw = p.to_attrs()

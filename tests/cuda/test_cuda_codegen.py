@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from nnsym.cuda import source as cusrc
+from nnsym.devtools.cuda import cli as cgcli
 from nnsym.devtools.cuda import codegen as cg
 from nnsym.ir.spec import CTYPES, KernelSpec
 from nnsym.ops.elemwise.elemwise import BINARY, SCALAR_OPS, UNARY, kernel_expr
@@ -105,7 +106,7 @@ def test_unknown_target_and_spec_safety():
 
 def test_write_sources_one_kernel_per_file(tmp_path, variants):
     for target, suffix in (("c", ".c"), ("cuda", ".cu")):
-        paths = cg.write_sources(target, tmp_path / target, op="sigmoid")
+        paths = cgcli.write_sources(target, tmp_path / target, op="sigmoid")
         want = [v for v in variants if v.op == "sigmoid"]
         assert [p.name for p in paths] == [v.name + suffix for v in want]
         for p, v in zip(paths, want):
@@ -113,27 +114,27 @@ def test_write_sources_one_kernel_per_file(tmp_path, variants):
             assert text.startswith(f"/* nnsym {target} kernel {v.name}: operator sigmoid, ")
             assert text.count(f"void {v.name}(") == 1
     # an alias selects its operator
-    assert len(cg.write_sources("cuda", tmp_path / "alias", op="_Plus")) == len(
+    assert len(cgcli.write_sources("cuda", tmp_path / "alias", op="_Plus")) == len(
         cg.variants("elemwise_add"))
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 def test_written_c_files_compile_on_their_own(tmp_path):
-    paths = cg.write_sources("c", tmp_path, op="_rdiv_scalar")
+    paths = cgcli.write_sources("c", tmp_path, op="_rdiv_scalar")
     r = subprocess.run(["gcc", "-fsyntax-only", "-std=gnu11", *map(str, paths)],
                        capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr[:2000]
 
 
 def test_cli_main(tmp_path, capsys):
-    assert cg.cli_main(["--target", "cuda", "--out", str(tmp_path), "--op", "relu"]) == 0
+    assert cgcli.cli_main(["--target", "cuda", "--out", str(tmp_path), "--op", "relu"]) == 0
     assert "wrote 18 cuda kernels" in capsys.readouterr().out
     assert len(list(tmp_path.glob("*.cu"))) == 18
-    assert cg.cli_main(["--target", "c", "--out", str(tmp_path / "x"), "--op", "nope"]) == 2
+    assert cgcli.cli_main(["--target", "c", "--out", str(tmp_path / "x"), "--op", "nope"]) == 2
     # Reshape is a view of its input: no kernel at all
-    assert cg.cli_main(["--target", "c", "--out", str(tmp_path / "y"), "--op", "Reshape"]) == 1
+    assert cgcli.cli_main(["--target", "c", "--out", str(tmp_path / "y"), "--op", "Reshape"]) == 1
     with pytest.raises(SystemExit):
-        cg.cli_main(["--target", "opencl", "--out", str(tmp_path)])
+        cgcli.cli_main(["--target", "opencl", "--out", str(tmp_path)])
 
 
 def _kernel_templates() -> list[Path]:
@@ -160,7 +161,7 @@ def test_codegen_writes_a_file_per_family_and_storage_type(tmp_path):
     family (default storage) and of every sparse template (csr and row_sparse kernels)."""
     from nnsym.devtools.cuda import sparse
 
-    paths = cg.write_sources("cuda", tmp_path)
+    paths = cgcli.write_sources("cuda", tmp_path)
     names = {p.stem for p in paths}
     assert all(p.suffix == ".cu" for p in paths)
     dense = cg.all_variants()

@@ -14,21 +14,21 @@ a tolerance; every other family must agree with C bit for bit (``Variant.exact``
 
 from __future__ import annotations
 
-import argparse
 import functools
 import os
 import re
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+import nnsym.ops  # noqa: F401  (registers every operator)
 from nnsym.codegen.cache import cache_key, cache_root
 from nnsym.codegen.render import ENV as C_ENV
 from nnsym.cuda.source import (
@@ -41,7 +41,14 @@ from nnsym.cuda.source import (
     nvcc_compile,
     render_spec,
 )
+from nnsym.errors import NNSymError
+from nnsym.ir.graph import Entry, Graph, GraphAttrs, Node, dfs_post_order, variable
+from nnsym.ir.opdef import DENSE
 from nnsym.ir.spec import CTYPES, REQS, KernelCall, KernelSpec, Launch
+from nnsym.ops import REGISTRY, get_op
+from nnsym.passes.infer import infer_shape, infer_type
+from nnsym.passes.manager import run_passes
+from nnsym.runtime.imperative import infer_one
 
 # Short family names of the three elementwise families (the others are named by their C
 # template's file stem: "pool_backward", "dot_gemm"...).
@@ -102,7 +109,6 @@ class Variant:
     """One kernel variant: the operator that lowers to it, the C spec, and one launch of it
     (``ia``/``fa``) with the shapes and dtypes of the pointers it receives (inputs, then the
     output)."""
-
     op: str
     tag: str  # values of the parameters that chose the expression (e.g. act_type), or ""
     spec: KernelSpec
@@ -216,8 +222,6 @@ def _family_launches(lowered: Any, ins: Sequence[tuple[tuple[int, ...], str]],
 
 def _grad_nodes(op: Any, params: Any, n_in: int) -> tuple[Any, list[Any], list[Any]]:
     """The forward node, its input variables and the backward nodes its gradient builds."""
-    from nnsym.ir.graph import Entry, Node, dfs_post_order, variable
-
     ins = tuple(Entry(variable(f"in{i}")) for i in range(n_in))
     node = Node(op, "fwd", params, ins)
     nout = op.num_outputs(params)
@@ -235,10 +239,6 @@ def _backward_calls(op: Any, params: Any, shapes: Sequence[tuple[int, ...]], dty
                               list[tuple[tuple[int, ...], str]]]]:
     """(backward op, params, input (shape, dtype)s, output (shape, dtype)s) of every backward
     node, from shape and dtype inference over forward + backward."""
-    from nnsym.ir.graph import Entry, Graph, GraphAttrs
-    from nnsym.passes.infer import infer_shape, infer_type
-    from nnsym.passes.manager import run_passes
-
     node, ograds, back = grad
     if not back:
         return
@@ -253,7 +253,6 @@ def _backward_calls(op: Any, params: Any, shapes: Sequence[tuple[int, ...]], dty
         eid = idx.entry_id(e)
         seeds_s[eid], seeds_t[eid] = tuple(shapes[i]), np.dtype(dtype)
     # Output gradients: shaped and typed as the outputs (found by forward inference first).
-    from nnsym.runtime.imperative import infer_one
 
     out_s, out_t = infer_one(op, params, shapes, [np.dtype(dtype)] * len(shapes), "fwd")
     for k, e in enumerate(ograds):
@@ -280,8 +279,6 @@ def _backward_calls(op: Any, params: Any, shapes: Sequence[tuple[int, ...]], dty
 
 def _lower(op: Any, params: Any, ins: Sequence[tuple[tuple[int, ...], str]],
            outs: Sequence[tuple[tuple[int, ...], str]], req: str, is_train: bool = False) -> Any:
-    from nnsym.ir.opdef import DENSE
-
     kernel = op.kernels.get(DENSE)
     if kernel is None:
         return None
@@ -296,9 +293,6 @@ _SKIP = (ValueError, TypeError, KeyError, AssertionError, IndexError, ZeroDivisi
 
 def _is_family_op(op: Any) -> bool:
     """Whether an operator's examples (forward or gradient) reach a family with a CUDA twin."""
-    from nnsym.errors import NNSymError
-    from nnsym.runtime.imperative import infer_one
-
     for ex in op.examples:
         try:
             params, _ = op.parse_params(ex.params)
@@ -324,11 +318,6 @@ def _is_family_op(op: Any) -> bool:
 @functools.lru_cache(maxsize=1)
 def all_variants() -> tuple[Variant, ...]:
     """Every variant of the families with CUDA twins, sorted by name (names unique)."""
-    import nnsym.ops  # noqa: F401  (registers every operator)
-    from nnsym.errors import NNSymError
-    from nnsym.ops import REGISTRY
-    from nnsym.runtime.imperative import infer_one
-
     found: dict[tuple[str, KernelSpec], Variant] = {}
 
     def add(opname: str, tag: str, launch: Launch,
@@ -424,8 +413,6 @@ def variants(op: str | None = None, family: str | None = None) -> list[Variant]:
     """The variants (of one operator, canonical name or alias; of one family)."""
     vs: Iterable[Variant] = all_variants()
     if op is not None:
-        from nnsym.ops import get_op
-
         canonical = get_op(op).name
         vs = [v for v in vs if v.op == canonical]
     if family is not None:
@@ -477,29 +464,6 @@ def suffix(target: str) -> str:
     return {"c": ".c", "cuda": ".cu"}[target]
 
 
-def write_sources(target: str, out_dir: str | Path, op: str | None = None) -> list[Path]:
-    """Write one self-contained kernel per file (``<name>.c`` or ``<name>.cu``) into
-    ``out_dir``: every dense kernel variant (of ``op`` only, if given) and, for all operators,
-    the sparse kernels (``nnsym.devtools.cuda.sparse``); returns the paths, sorted."""
-    if target not in TARGETS:
-        raise ValueError(f"target must be one of {TARGETS}, not {target!r}")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for v in variants(op):
-        p = out / (v.name + suffix(target))
-        p.write_text(render_source(v, target))
-        paths.append(p)
-    if op is None:  # the sparse (csr, row_sparse) kernels belong to no single operator
-        from nnsym.devtools.cuda import sparse
-
-        for stem, source in sparse.kernels(target):
-            p = out / (stem + suffix(target))
-            p.write_text(source)
-            paths.append(p)
-    return sorted(paths)
-
-
 # ---------------------------------------------------------------------------------------------
 # nvcc compile check (no GPU needed)
 
@@ -519,7 +483,6 @@ def nvcc_version() -> str:
 @dataclass(frozen=True)
 class CheckResult:
     """One nvcc run (or cache hit) over a translation unit of kernels for one arch."""
-
     arch: str
     names: tuple[str, ...]
     ok: bool
@@ -547,8 +510,6 @@ def nvcc_check(vs: Sequence[Variant], archs: Sequence[str] = ARCHS, mode: str = 
     ``ptx`` (front end and unoptimised NVVM: every language and type error) or ``cubin``
     (also ptxas, register allocation: ~25-30 ms a kernel). Successful units are remembered
     under the cache directory, keyed by source, nvcc version, arch, mode and flags."""
-    from concurrent.futures import ThreadPoolExecutor
-
     cc = nvcc()
     if cc is None:
         raise FileNotFoundError("nvcc is not on PATH")
@@ -583,38 +544,3 @@ def nvcc_check(vs: Sequence[Variant], archs: Sequence[str] = ARCHS, mode: str = 
     with ThreadPoolExecutor(n) as pool:
         futures = [pool.submit(run, u, a) for u in units for a in archs]
         return [f.result() for f in futures]
-
-
-def add_codegen_arguments(ap: argparse.ArgumentParser) -> None:
-    """The options of ``nnsym codegen`` (for a subcommand parser of nnsym.cli)."""
-    ap.add_argument("--target", choices=TARGETS, required=True,
-                    help="c: the C kernels; cuda: their CUDA twins")
-    ap.add_argument("--out", required=True, type=Path, help="directory to write into")
-    ap.add_argument("--op", help="only this operator's kernels (name or alias)")
-
-
-def run_codegen(args: argparse.Namespace) -> int:
-    """Write the sources ``args`` asks for; 0 on success, 1 when the operator has no kernels in
-    these families, 2 on an unknown operator."""
-    from nnsym.errors import NNSymError
-
-    try:
-        paths = write_sources(args.target, args.out, args.op)
-    except NNSymError as e:
-        print(f"nnsym codegen: {e}", file=sys.stderr)
-        return 2
-    if not paths:
-        print(f"nnsym codegen: operator {args.op} has no generated kernels", file=sys.stderr)
-        return 1
-    print(f"wrote {len(paths)} {args.target} kernels to {args.out}")
-    return 0
-
-
-def cli_main(argv: Sequence[str] | None = None) -> int:
-    """``nnsym codegen --target {c,cuda} --out DIR [--op NAME]``."""
-    ap = argparse.ArgumentParser(
-        prog="nnsym codegen",
-        description="Write the generated kernels (every operator's dense kernel variants and "
-        "the sparse kernels) as C or CUDA sources, one self-contained kernel per file.")
-    add_codegen_arguments(ap)
-    return run_codegen(ap.parse_args(argv))

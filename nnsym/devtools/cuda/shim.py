@@ -39,6 +39,7 @@ from typing import Any
 import cffi
 
 from nnsym.codegen.cache import build_cached, cache_key, file_sha256
+from nnsym.codegen.compiler import isa_flags
 from nnsym.cuda.source import cuda_prologue
 from nnsym.devtools.cuda.codegen import Variant, header, render_kernel
 from nnsym.errors import NNSymError
@@ -313,8 +314,6 @@ def cxx_id() -> str:
 def flags() -> list[str]:
     """Shim flags: no FMA contraction and no fast-math, as the C kernels; the same ISA flags
     (float16 conversions round the same either way)."""
-    from nnsym.codegen.compiler import isa_flags
-
     return [*FLAGS, *isa_flags()]
 
 

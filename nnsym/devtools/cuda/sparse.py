@@ -45,6 +45,8 @@ from nnsym.cuda import source as src
 from nnsym.devtools.cuda import codegen as cg
 from nnsym.devtools.cuda import shim
 from nnsym.ir.spec import comptype
+from nnsym.ops.elemwise.elemwise import BINARY_BY_NAME, kernel_expr
+from nnsym.sparse import build
 
 SPARSE_TEMPLATES = Path(__file__).resolve().parents[2] / "sparse" / "templates"
 ENV = template_env([SPARSE_TEMPLATES, src.TEMPLATE_DIR])
@@ -86,7 +88,6 @@ DOT_INDEX_KERNELS = ("mark_cols", "col_pos")
 class SparseKernel:
     """One CUDA kernel variant: its stem (a unique C identifier, also the kernel's name), the C
     template it twins, the kernel it renders and the context (the C template's + ``kernel``)."""
-
     stem: str
     template: str                      # the C template, e.g. "cast_storage.c.j2"
     kernel: str
@@ -119,8 +120,6 @@ class SparseKernel:
 
     def render_c(self) -> str:
         """The C library this kernel's C function lives in (common.c.j2 + the template)."""
-        from nnsym.sparse import build
-
         return (build.ENV.get_template("common.c.j2").render()
                 + build.ENV.get_template(self.template).render(**self.context))
 
@@ -133,8 +132,6 @@ def _k(stem: str, template: str, kernel: str, ctx: dict[str, Any], cfn: str | No
 
 def binary_exprs(dtype: str) -> dict[str, str]:
     """The scalar expression of each sparse binary operator for a dtype (short name -> expr)."""
-    from nnsym.ops.elemwise.elemwise import BINARY_BY_NAME, kernel_expr
-
     return {short: kernel_expr(op, BINARY_BY_NAME[op].expr, np.dtype(dtype))
             for short, op in BINARY_OPS.items()}
 
