@@ -54,7 +54,7 @@ from nnsym.runtime.imperative import infer_one
 # template's file stem: "pool_backward", "dot_gemm"...).
 SHORT_NAMES: dict[str, str] = {
     "elemwise/elemwise_unary.c.j2": "unary",
-    "elemwise/elemwise_binary.c.j2": "binary",
+    "common/elemwise_binary.c.j2": "binary",
     "elemwise/elemwise_backward.c.j2": "backward",
 }
 ELEMWISE = ("unary", "binary", "backward")

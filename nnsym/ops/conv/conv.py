@@ -272,17 +272,13 @@ def _ncx(shape: tuple[int, ...], layout: str) -> list[int]:
     return [s[0], s[-1], *s[1:-1]] if _channel_last(layout) else s
 
 
-def _no_kernel(msg: str) -> Exception:
-    return NoKernelError(msg)
-
-
 def convolution_lowering(call: KernelCall) -> Lowered:
     """im2col + GEMM per image, chunk of output rows and group; a direct kernel for depthwise
     convolution (one input and one output channel per group)."""
     p: ConvolutionParams = call.params
     dt = call.in_dtypes[0].name
     if dt not in FLOAT_DTYPES:
-        raise _no_kernel(f"Convolution has dense kernels for {FLOAT_DTYPES}, not {dt}")
+        raise NoKernelError(f"Convolution has dense kernels for {FLOAT_DTYPES}, not {dt}")
     from nnsym.ops.conv.conv_batched import batched_forward_lowering  # NOTE: imports this module
 
     batched = batched_forward_lowering(call)  # several images per GEMM for small outputs
@@ -345,7 +341,7 @@ def convolution_backward_lowering(call: KernelCall) -> Lowered:
     dt = call.out_dtypes[0].name
     layout = p.data_layout
     if dt not in ("float32", "float64"):
-        raise _no_kernel(f"Convolution's gradient has kernels for float32/float64, not {dt}")
+        raise NoKernelError(f"Convolution's gradient has kernels for float32/float64, not {dt}")
     from nnsym.ops.conv.conv_batched import batched_backward_lowering
 
     batched = batched_backward_lowering(call)
@@ -644,7 +640,7 @@ def pooling_lowering(call: KernelCall) -> Lowered:
     p: PoolingParams = call.params
     dt = call.in_dtypes[0].name
     if dt not in FLOAT_DTYPES:
-        raise _no_kernel(f"Pooling has dense kernels for {FLOAT_DTYPES}, not {dt}")
+        raise NoKernelError(f"Pooling has dense kernels for {FLOAT_DTYPES}, not {dt}")
     shape = call.in_shapes[0]
     layout = p.layout or DEFAULT_LAYOUT[len(shape) - 2]
     cl = _channel_last(layout)

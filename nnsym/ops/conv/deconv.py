@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from nnsym.errors import NoKernelError
 from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, merge_shape, register
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
@@ -32,7 +33,6 @@ from nnsym.ops.conv.conv import (
     _check_lengths,
     _conform,
     _ncx,
-    _no_kernel,
     _pad3,
     convolution_lowering,
     convolution_type,
@@ -309,7 +309,7 @@ def deconvolution_lowering(call: KernelCall) -> Lowered:
     p: DeconvolutionParams = call.params
     dt = call.in_dtypes[0].name
     if dt not in GEMM_DTYPES:
-        raise _no_kernel(f"Deconvolution has dense kernels for {GEMM_DTYPES}, not {dt}")
+        raise NoKernelError(f"Deconvolution has dense kernels for {GEMM_DTYPES}, not {dt}")
     out = call.out_shapes[0]
     if size(out) == 0:
         return Lowered()
@@ -334,7 +334,7 @@ def deconvolution_backward_lowering(call: KernelCall) -> Lowered:
     p: DeconvolutionParams = call.params
     dt = call.out_dtypes[0].name
     if dt not in GEMM_DTYPES:
-        raise _no_kernel(f"Deconvolution's gradient has kernels for {GEMM_DTYPES}, not {dt}")
+        raise NoKernelError(f"Deconvolution's gradient has kernels for {GEMM_DTYPES}, not {dt}")
     g, data, weight = call.in_shapes
     layout = p.data_layout
     cl = _channel_last(layout)

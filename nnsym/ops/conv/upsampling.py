@@ -23,11 +23,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nnsym.errors import NoKernelError
 from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, register
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.common.grad import node_gradient
-from nnsym.ops.conv.conv import _conform, _no_kernel
+from nnsym.ops.conv.conv import _conform
 from nnsym.ops.conv.deconv import (
     DeconvolutionParams,
     deconvolution_backward_lowering,
@@ -208,7 +209,7 @@ def upsampling_lowering(call: KernelCall) -> Lowered:
         )
     dt = call.in_dtypes[0].name
     if dt not in FLOAT_DTYPES:
-        raise _no_kernel(f"UpSampling has dense kernels for {FLOAT_DTYPES}, not {dt}")
+        raise NoKernelError(f"UpSampling has dense kernels for {FLOAT_DTYPES}, not {dt}")
     out = call.out_shapes[0]
     if size(out) == 0:
         return Lowered()
@@ -228,7 +229,7 @@ def upsampling_backward_lowering(call: KernelCall) -> Lowered:
         )
     dt = call.out_dtypes[0].name
     if dt not in FLOAT_DTYPES:
-        raise _no_kernel(f"UpSampling's gradient has dense kernels for {FLOAT_DTYPES}, not {dt}")
+        raise NoKernelError(f"UpSampling's gradient has dense kernels for {FLOAT_DTYPES}, not {dt}")
     k = len(call.out_shapes)
     reqs = tuple(call.out_req(i) for i in range(k))
     if all(r == "null" for r in reqs):

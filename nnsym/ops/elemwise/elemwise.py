@@ -43,12 +43,29 @@ from nnsym.ir.opdef import (
 )
 from nnsym.ir.params import NoParams, Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ops.common.exprs import BINARY as BINARY
+from nnsym.ops.common.exprs import BINARY_BY_NAME as BINARY_BY_NAME
+from nnsym.ops.common.exprs import (
+    Array,
+    Binary,
+    BinaryFn,
+    UnaryFn,
+    binary_kernel,
+    binary_reference,
+    exact1,
+    exact2,
+    math1,
+    math2,
+    nan_max,
+    nan_min,
+    round_half_away,
+    rounding,
+    to_dtype,
+    trunc_div,
+)
+from nnsym.ops.common.exprs import kernel_expr as kernel_expr
 from nnsym.ops.common.grad import binary_gradient, pass_through, unary_gradient
 from nnsym.types import DispatchMode, SType
-
-Array = np.ndarray
-UnaryFn = Callable[[Array], Array]
-BinaryFn = Callable[[Array, Array], Array]
 
 
 def unary_lowering(expr: str, fparams: tuple[str, ...] = ()) -> Kernel:
@@ -66,96 +83,6 @@ def unary_lowering(expr: str, fparams: tuple[str, ...] = ()) -> Kernel:
         return Lowered((Launch(spec, (size(call.out_shapes[0]),), fa),))
 
     return Kernel(lower)
-
-
-# ---------------------------------------------------------------------------------------------
-# numpy semantics shared by the references
-
-
-def is_integer(dt: Any) -> bool:
-    """Integer or bool dtype (MXNet computes their math in floating point and truncates)."""
-    return np.dtype(dt).kind in "iub"
-
-
-def trunc_div(a: Array, b: Array) -> Array:
-    """C division: true division for floats, truncation toward zero for integers."""
-    if not is_integer(np.result_type(a, b)):
-        return np.asarray(np.true_divide(a, b))
-    q = np.asarray(np.floor_divide(a, b))
-    inexact = (q * b != a) & ((a < 0) != (b < 0))
-    return np.asarray(q + inexact.astype(q.dtype))
-
-
-def round_half_away(x: Array) -> Array:
-    """C ``round``: halves go away from zero (numpy's ``np.round`` goes to even)."""
-    t = np.trunc(x)
-    return np.asarray(np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t))
-
-
-def nan_max(a: Array, b: Array) -> Array:
-    """MXNet's ``maximum``: NaN in either operand wins; on ties the rhs is taken."""
-    return np.where(np.isnan(a) | (a > b), a, b)
-
-
-def nan_min(a: Array, b: Array) -> Array:
-    return np.where(np.isnan(a) | (a < b), a, b)
-
-
-def _to(r: Any, dtype: np.dtype) -> Array:
-    """Store ``r`` as ``dtype`` the way C does (floats to integers truncate toward zero)."""
-    return np.asarray(r).astype(dtype, copy=False)
-
-
-def math1(fn: UnaryFn) -> UnaryFn:
-    """A float function applied like MXNet: integer data goes through double and truncates."""
-
-    def ref(x: Array) -> Array:
-        with np.errstate(all="ignore"):
-            v = x.astype(np.float64) if is_integer(x.dtype) else x
-            return _to(fn(v), x.dtype)
-
-    return ref
-
-
-def exact1(fn: UnaryFn) -> UnaryFn:
-    """A function exact in every dtype (integer data stays integer)."""
-
-    def ref(x: Array) -> Array:
-        with np.errstate(all="ignore"):
-            return _to(fn(x), x.dtype)
-
-    return ref
-
-
-def rounding(fn: UnaryFn) -> UnaryFn:
-    """floor/ceil/round: the identity on integer data."""
-
-    def ref(x: Array) -> Array:
-        if is_integer(x.dtype):
-            return np.array(x)
-        with np.errstate(all="ignore"):
-            return _to(fn(x), x.dtype)
-
-    return ref
-
-
-def math2(fn: BinaryFn) -> BinaryFn:
-    def ref(a: Array, b: Array) -> Array:
-        dt = np.result_type(a, b)
-        with np.errstate(all="ignore"):
-            if is_integer(dt):
-                return _to(fn(a.astype(np.float64), b.astype(np.float64)), dt)
-            return _to(fn(a, b), dt)
-
-    return ref
-
-
-def exact2(fn: BinaryFn) -> BinaryFn:
-    def ref(a: Array, b: Array) -> Array:
-        with np.errstate(all="ignore"):
-            return _to(fn(a, b), np.result_type(a, b))
-
-    return ref
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,8 +190,8 @@ class ClipParams(Params):
 
 def clip_reference(p: ClipParams, x: Array) -> Array:
     # MXNet tests a_max first, so crossed bounds (a_min > a_max) differ from np.clip.
-    lo, hi = _to(p.a_min, x.dtype), _to(p.a_max, x.dtype)
-    return _to(np.where(x > hi, hi, np.where(x < lo, lo, x)), x.dtype)
+    lo, hi = to_dtype(p.a_min, x.dtype), to_dtype(p.a_max, x.dtype)
+    return to_dtype(np.where(x > hi, hi, np.where(x < lo, lo, x)), x.dtype)
 
 
 CLIP_EXPR = "x > (T)a_max ? (T)a_max : (x < (T)a_min ? (T)a_min : x)"
@@ -357,7 +284,7 @@ def _scalar_reference(fn: BinaryFn) -> Callable[[ScalarParams, Array], Array]:
     def ref(p: ScalarParams, x: Array) -> Array:
         dt = scalar_out_dtype(x.dtype, p.is_int)
         # NOTE: the scalar is converted to the output type first (2.7 -> 2 for int32 data).
-        return _to(fn(x.astype(dt), _to(p.scalar, dt)), dt)
+        return to_dtype(fn(x.astype(dt), to_dtype(p.scalar, dt)), dt)
 
     return ref
 
@@ -376,38 +303,9 @@ def _scalar_examples(row: ScalarOp) -> tuple[Example, ...]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Same-shape binary operators
+# Same-shape binary operators (their table, ``BINARY``, is in ``nnsym.ops.common.exprs``: the
+# broadcasting operators share it)
 
-
-class Binary(NamedTuple):
-    name: str
-    aliases: tuple[str, ...]
-    expr: str
-    grad: tuple[str, str]  # (d lhs, d rhs) in g, a, b, y
-    ref: BinaryFn
-    doc: str
-    sparse: bool = True
-
-
-# fmt: off
-BINARY: tuple[Binary, ...] = (
-    Binary("elemwise_add", ("_add", "_plus", "_Plus"), "a + b", ("g", "g"), exact2(np.add),
-           "lhs + rhs"),
-    Binary("elemwise_sub", ("_sub", "_minus", "_Minus"), "a - b", ("g", "-g"),
-           exact2(np.subtract), "lhs - rhs"),
-    Binary("elemwise_mul", ("_mul", "_Mul"), "a * b", ("g * b", "g * a"), exact2(np.multiply),
-           "lhs * rhs"),
-    Binary("elemwise_div", ("_div", "_Div"), "a / b", ("g / b", "-g * a / (b * b)"),
-           exact2(trunc_div), "lhs / rhs (integers truncate toward zero)"),
-    Binary("_maximum", ("_Maximum",), "(a != a || a > b) ? a : b",
-           ("a >= b ? g : 0", "a < b ? g : 0"), exact2(nan_max), "max(lhs, rhs)", sparse=False),
-    Binary("_minimum", ("_Minimum",), "(a != a || a < b) ? a : b",
-           ("a <= b ? g : 0", "a > b ? g : 0"), exact2(nan_min), "min(lhs, rhs)", sparse=False),
-    Binary("_power", ("_Power",), "pow(a, b)", ("g * b * pow(a, b - 1)", "g * y * log(a)"),
-           math2(np.power), "lhs ** rhs", sparse=False),
-)
-# fmt: on
-BINARY_BY_NAME: dict[str, Binary] = {row.name: row for row in BINARY}
 
 # Storage-type tables of the same-shape binary operators (MXNET-FACTS 4.6). Pairs not listed
 # fall back to dense; ``binary`` is the merge/intersection kernel family of nnsym.sparse.
@@ -442,10 +340,6 @@ BINARY_STYPE_RULES: dict[str, tuple[StypeRule, ...]] = {
 }
 
 
-def binary_reference(fn: BinaryFn) -> Callable[[Any, Array, Array], Array]:
-    return lambda p, a, b: fn(a, b)
-
-
 def _binary_examples(row: Binary) -> tuple[Example, ...]:
     # One range serves both inputs; division and power keep clear of 0 and negative bases.
     lo, hi = (0.5, 3.0) if row.name in ("elemwise_div", "_power") else (-2.0, 2.0)
@@ -472,7 +366,7 @@ def add_n_inputs(p: AddNParams) -> tuple[str, ...]:
 
 
 def add_n_reference(p: AddNParams, *xs: Array) -> Array:
-    return _to(functools.reduce(np.add, xs), xs[0].dtype)
+    return to_dtype(functools.reduce(np.add, xs), xs[0].dtype)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -489,30 +383,9 @@ BINARY_GRAD_EXPR: dict[str, tuple[str, str]] = {row.name: row.grad for row in BI
 
 # ---------------------------------------------------------------------------------------------
 # Dense kernels: unary-form operators use ``elemwise_unary.c.j2`` (parameters passed at run time
-# in ``fa``), binary ones ``elemwise_binary.c.j2`` (shared with the broadcasting operators),
-# add_n ``elemwise_add_n.c.j2``. Sizes and strides are run-time values.
-
-# C integer division traps (SIGFPE) on a zero divisor and on INT_MIN / -1, so the integer
-# kernels of the dividing operators guard it: a zero divisor gives 0 (numpy's floor_divide gives
-# 0 too, with a warning) and -1 negates (numpy's wrap-around result).
-INT_DIV_OPERANDS: dict[str, tuple[str, str]] = {
-    "reciprocal": ("1", "x"),
-    "elemwise_div": ("a", "b"),
-    "_div_scalar": ("x", "(T)scalar"),
-    "_rdiv_scalar": ("(T)scalar", "x"),
-}
-
-
-def kernel_expr(name: str, expr: str, out_dtype: np.dtype) -> str:
-    """The expression a kernel of operator ``name`` computes for output dtype ``out_dtype``."""
-    operands = INT_DIV_OPERANDS.get(name)
-    kind = np.dtype(out_dtype).kind
-    if operands is None or kind not in "iub":
-        return expr
-    num, den = operands
-    if kind == "i":
-        return f"({den}) == 0 ? 0 : (({den}) == -1 ? -({num}) : ({num}) / ({den}))"
-    return f"({den}) == 0 ? 0 : ({num}) / ({den})"
+# in ``fa``), binary ones ``common/elemwise_binary.c.j2`` (``nnsym.ops.common.exprs.binary_kernel``,
+# shared with the broadcasting operators), add_n ``elemwise_add_n.c.j2``. Sizes and strides are
+# run-time values.
 
 
 def unary_kernel(name: str, expr: str, fparams: tuple[str, ...] = ()) -> Kernel:
@@ -523,64 +396,6 @@ def unary_kernel(name: str, expr: str, fparams: tuple[str, ...] = ()) -> Kernel:
         e = kernel_expr(name, expr, call.out_dtypes[0])
         res: Lowered = (plain if e == expr else unary_lowering(e, fparams)).lower(call)
         return res
-
-    return Kernel(lower)
-
-
-def _c_strides(shape: tuple[int, ...]) -> list[int]:
-    st, acc = [0] * len(shape), 1
-    for i in range(len(shape) - 1, -1, -1):
-        st[i] = acc
-        acc *= shape[i]
-    return st
-
-
-def broadcast_rows(
-    out: tuple[int, ...], lhs: tuple[int, ...], rhs: tuple[int, ...]
-) -> list[tuple[int, int, int]]:
-    """The output's dims as ``(size, lhs stride, rhs stride)`` rows (strides in elements, 0 where
-    broadcast), size-1 dims dropped and neighbours that are one run in both inputs merged."""
-    nd = len(out)
-    pa = (1,) * (nd - len(lhs)) + tuple(lhs)
-    pb = (1,) * (nd - len(rhs)) + tuple(rhs)
-    rows: list[tuple[int, int, int]] = []
-    for d, da, db, sa, sb in zip(out, pa, pb, _c_strides(pa), _c_strides(pb)):
-        if d == 1:
-            continue
-        x, y = (0 if da == 1 else sa), (0 if db == 1 else sb)
-        if rows and rows[-1][1] == x * d and rows[-1][2] == y * d:
-            rows[-1] = (rows[-1][0] * d, x, y)
-        else:
-            rows.append((d, x, y))
-    return rows or [(1, 1, 1)]
-
-
-_INNER = {(1, 1): "vv", (1, 0): "vs", (0, 1): "sv"}
-
-
-def binary_kernel(name: str, expr: str) -> Kernel:
-    """The dense kernel of a two-input elementwise operator (numpy broadcasting allowed)."""
-
-    def lower(call: KernelCall) -> Lowered:
-        out = call.out_shapes[0]
-        if size(out) == 0:
-            return Lowered()
-        rows = broadcast_rows(out, call.in_shapes[0], call.in_shapes[1])
-        spec = KernelSpec.make(
-            "elemwise/elemwise_binary.c.j2",
-            expr=kernel_expr(name, expr, call.out_dtypes[0]),
-            dtype=call.in_dtypes[0].name,
-            out_dtype=call.out_dtypes[0].name,
-            req=call.req,
-            nd=len(rows),
-            inner=_INNER[rows[-1][1:]],
-        )
-        ia = (
-            *(r[0] for r in rows),
-            *(r[1] for r in rows[:-1]),
-            *(r[2] for r in rows[:-1]),
-        )
-        return Lowered((Launch(spec, ia),))
 
     return Kernel(lower)
 

@@ -33,6 +33,7 @@ from nnsym.ir.opdef import (
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.common.grad import node_gradient, unary_gradient
+from nnsym.ops.common.lowering import binary_grad_launch
 from nnsym.types import Shape, shape_str
 
 
@@ -368,8 +369,6 @@ _LEAKY_GRAD = unary_gradient("LeakyReLU", lambda p: LEAKY_RELU[p.act_type].backw
 def prelu_backward_lowering(call: KernelCall) -> Lowered:
     """p = [ograd, data, gamma, data grad, gamma grad]: dx = x > 0 ? g : gamma * g, and gamma's
     gradient sums g * x where x <= 0 over the axes gamma is broadcast along."""
-    from nnsym.ops.reduce.broadcast_reduce import binary_grad_launch
-
     _, data, gamma = call.in_shapes
     laid = prelu_gamma_shape(gamma, data)
     assert laid is not None
@@ -395,8 +394,6 @@ BACKWARD_PRELU = register(
 def rrelu_backward_lowering(call: KernelCall) -> Lowered:
     """p = [ograd, output, mask, data grad, (mask grad: never computed)]: the slope each
     element had is in the forward's mask (random in training, the mean at inference)."""
-    from nnsym.ops.reduce.broadcast_reduce import binary_grad_launch
-
     shape = call.in_shapes[1]
     launch = binary_grad_launch(call, shape, shape, ("a > 0 ? g : b * g", "0"),
                                 reqs=(call.out_req(0), "null"))

@@ -18,7 +18,7 @@ from nnsym.ir.opdef import (
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.common.grad import node_gradient
-from nnsym.ops.dot.dot import gemm_launch
+from nnsym.ops.common.lowering import gemm_launch
 
 
 @dataclass(frozen=True, kw_only=True)

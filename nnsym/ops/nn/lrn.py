@@ -16,12 +16,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nnsym.errors import NoKernelError
 from nnsym.ir.graph import Entry
 from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, register
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.common.grad import node_gradient
-from nnsym.ops.conv.conv import _no_kernel
 from nnsym.types import shape_str
 
 FLOAT_DTYPES = ("float16", "float32", "float64")
@@ -81,7 +81,7 @@ def lrn_lowering(call: KernelCall) -> Lowered:
     p: LRNParams = call.params
     dt = call.in_dtypes[0].name
     if dt not in FLOAT_DTYPES:
-        raise _no_kernel(f"LRN has dense kernels for {FLOAT_DTYPES}, not {dt}")
+        raise NoKernelError(f"LRN has dense kernels for {FLOAT_DTYPES}, not {dt}")
     n, c, s = _layout(call.in_shapes[0])
     if n * c * s == 0:
         return Lowered()
@@ -96,7 +96,7 @@ def lrn_backward_lowering(call: KernelCall) -> Lowered:
     p: LRNParams = call.params
     dt = call.out_dtypes[0].name
     if dt not in FLOAT_DTYPES:
-        raise _no_kernel(f"LRN's gradient has dense kernels for {FLOAT_DTYPES}, not {dt}")
+        raise NoKernelError(f"LRN's gradient has dense kernels for {FLOAT_DTYPES}, not {dt}")
     n, c, s = _layout(call.in_shapes[1])
     if n * c * s == 0:
         return Lowered()

@@ -2,7 +2,7 @@
 (``sum``, ``mean``, ``max``, ``min``, ``prod``, ``norm``).
 
 The broadcasting operators reuse the scalar expressions and numpy references of their
-same-shape counterparts in ``nnsym.ops.elemwise.elemwise`` (``broadcast_add`` is ``elemwise_add``'s
+same-shape counterparts in ``nnsym.ops.common.exprs`` (``broadcast_add`` is ``elemwise_add``'s
 ``a + b`` over numpy-broadcast indices). Shape rules follow MXNet 1.9.1 exactly, including what
 it leaves unknown on partial input: a reduction over all axes gives ``(1,)`` (never ``()``),
 and an empty ``axis`` reduces everything even when ``exclude`` is set.
@@ -32,8 +32,7 @@ from nnsym.ir.opdef import (
 )
 from nnsym.ir.params import NoParams, Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, comptype, size
-from nnsym.ops.common.grad import GradFn, node_gradient
-from nnsym.ops.elemwise.elemwise import (
+from nnsym.ops.common.exprs import (
     BINARY_BY_NAME,
     binary_kernel,
     binary_reference,
@@ -41,8 +40,14 @@ from nnsym.ops.elemwise.elemwise import (
     is_integer,
     trunc_div,
 )
-from nnsym.ops.shape.shape import strided_lowering
-from nnsym.types import DispatchMode, Shape, SType, shape_str
+from nnsym.ops.common.grad import GradFn, node_gradient
+from nnsym.ops.common.lowering import (
+    binary_grad_launch,
+    grad_launch,
+    reduce_out_shape,
+    strided_lowering,
+)
+from nnsym.types import DispatchMode, SType, shape_str
 
 Array = np.ndarray
 
@@ -186,31 +191,6 @@ def broadcast_axis_reference(p: BroadcastAxisParams, x: Array) -> Array:
 
 # ---------------------------------------------------------------------------------------------
 # Reductions
-
-
-def reduce_axes(axis: tuple[int, ...], ndim: int) -> tuple[int, ...]:
-    """Sorted non-negative axes, checked the way MXNet's ReduceAxesShapeImpl checks them."""
-    axes = sorted(a + ndim if a < 0 else a for a in axis)
-    if len(set(axes)) != len(axes):
-        raise RuleError(f"reduction axes {axis} have duplicates")
-    if axes[-1] >= ndim or axes[0] < 0:
-        raise RuleError(f"reduction axis {axis} is out of range for {ndim} dimensions")
-    return tuple(axes)
-
-
-def reduce_out_shape(
-    data: Shape, axis: tuple[int, ...] | None, keepdims: bool, exclude: bool
-) -> Shape:
-    """MXNet's ReduceAxesShapeImpl; unknown input dims carry over as unknown."""
-    if not axis:  # None or (): every axis, whatever ``exclude`` says
-        return (1,) * len(data) if keepdims else (1,)
-    axes = reduce_axes(axis, len(data))
-    if keepdims:
-        reduced = set(range(len(data))) - set(axes) if exclude else set(axes)
-        return tuple(1 if i in reduced else d for i, d in enumerate(data))
-    if exclude:
-        return tuple(data[a] for a in axes)
-    return tuple(d for i, d in enumerate(data) if i not in axes) or (1,)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -361,7 +341,7 @@ def norm_reference(p: NormParams, x: Array) -> Array:
 
 
 # ---------------------------------------------------------------------------------------------
-# Dense kernels. Broadcasting binary operators share ``elemwise/elemwise_binary.c.j2`` with their
+# Dense kernels. Broadcasting binary operators share ``common/elemwise_binary.c.j2`` with their
 # same-shape counterparts; broadcast_to/broadcast_axis are strided copies (stride 0 along the
 # broadcast dims) through the shape family's kernel; reductions (and argmax/argmin in
 # ``nnsym.ops.reduce.index``) use ``reduce/broadcast_reduce_reduce.c.j2``.
@@ -462,32 +442,8 @@ def _norm_lowering(call: KernelCall) -> Lowered:
 
 
 # ---------------------------------------------------------------------------------------------
-# Gradients (broadcast_reduce_backward.c.j2): a broadcasting operator's gradient sums over the
-# broadcast axes; a sum/mean spreads the output gradient back over the reduced axes.
-
-
-def _grad_launch(kind: str, call: KernelCall, rows: list[tuple[int, int, int]],
-                 extra: tuple[int, ...] = (), fa: tuple[float, ...] = (), **lit: Any) -> Launch:
-    spec = KernelSpec.make("reduce/broadcast_reduce_backward.c.j2", kind=kind, nd=len(rows),
-                           dtype=call.out_dtypes[0].name, **lit)
-    ia = (*(r[0] for r in rows), *(r[1] for r in rows),
-          *((r[2] for r in rows) if kind == "binary" else ()), *extra)
-    return Launch(spec, ia, fa)
-
-
-def binary_grad_launch(call: KernelCall, lhs: tuple[int, ...], rhs: tuple[int, ...],
-                       exprs: tuple[str, str], uses_y: bool = False,
-                       reqs: tuple[str, str] | None = None) -> Launch:
-    """The gradients of a broadcasting two-input elementwise function over the output
-    gradient's space: ``exprs`` (in g, a, b, y) summed into lhs-shaped and rhs-shaped outputs.
-    p = [g, a, b, (y), da, db]; ``reqs`` default to the node's output write modes."""
-    from nnsym.ops.common.grad import refuse_integer_division
-
-    refuse_integer_division("a broadcasting operator's gradient", exprs, call.out_dtypes[0])
-    rows = broadcast_rows(call.in_shapes[0], lhs, rhs)
-    req_a, req_b = reqs if reqs is not None else (call.out_req(0), call.out_req(1))
-    return _grad_launch("binary", call, rows, (size(lhs), size(rhs)), expr_a=exprs[0],
-                        expr_b=exprs[1], uses_y=uses_y, req_a=req_a, req_b=req_b)
+# Gradients (common/broadcast_reduce_backward.c.j2): a broadcasting operator's gradient sums
+# over the broadcast axes; a sum/mean spreads the output gradient back over the reduced axes.
 
 
 def broadcast_binary_gradient(name: str, exprs: tuple[str, str]) -> GradFn:
@@ -541,7 +497,7 @@ def _broadcast_copy_backward(call: KernelCall) -> Lowered:
     """Sum the output gradient over the axes the input was broadcast along."""
     g, data = call.in_shapes
     rows = broadcast_rows(g, data, g)
-    return Lowered((_grad_launch("reduce", call, rows, (size(data), 0), req=call.out_req(0)),))
+    return Lowered((grad_launch("reduce", call, rows, (size(data), 0), req=call.out_req(0)),))
 
 
 def _reduce_backward(expr: str, mean: bool = False) -> Any:
@@ -561,7 +517,7 @@ def _reduce_backward(expr: str, mean: bool = False) -> Any:
         rows = broadcast_rows(data, kept, data)
         n_red = size(data) // max(size(kept), 1) if size(kept) else 0
         scale = 1.0 / n_red if mean and n_red else 1.0
-        return Lowered((_grad_launch("spread", call, rows, fa=(scale,), req=call.out_req(0),
+        return Lowered((grad_launch("spread", call, rows, fa=(scale,), req=call.out_req(0),
                                      expr=expr, uses_y=uses_y),))
 
     return lower

@@ -42,6 +42,7 @@ from nnsym.ir.opdef import (
 from nnsym.ir.params import NoParams, Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.common.grad import backward_node, no_gradient, node_gradient, pass_through
+from nnsym.ops.common.lowering import c_strides, copy_lowering, elem_dtype, strided_lowering
 from nnsym.types import DispatchMode, Shape, SType, shape_str
 
 Dims = list[int | None]
@@ -65,42 +66,10 @@ def _axis(axis: int, ndim: int, what: str = "axis") -> int:
 # Dense kernels. Every operator here only moves (or converts) elements, so a few templates
 # serve them all: a contiguous copy (views in add mode, BlockGrad, _copy), an N-d strided copy
 # (transpose, SwapAxis, slice, slice_axis, tile), block copies (Concat, SliceChannel), Cast and
-# a fill. Sizes, strides and offsets are run-time values; in write mode a kernel is built for an
-# element width rather than a dtype, so one compiled kernel moves float32 and int32 alike.
-
-_WIDTH = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
-# The blocked 2-D transpose, by element size: the block edge (elements; a block of each side
-# stays in cache), the register-tile edge (vector lanes) and the integer type of a shuffle mask.
-_BLOCK = {1: 128, 2: 128, 4: 64, 8: 64}
-_LANES = {1: 16, 2: 8, 4: 8, 8: 4}  # 16-byte vectors for narrow elements, 32-byte otherwise
-# Innermost dims up to this long are compile-time sizes (unrolled rows: slices of narrow
-# columns, tiles of short rows).
-_SHORT = 4
-_MASK = {1: "int8_t", 2: "int16_t", 4: "int32_t", 8: "int64_t"}
-
-
-def _elem(call: KernelCall) -> str:
-    """The dtype a data-moving kernel is built for (the element width alone in write mode)."""
-    dt = call.out_dtypes[0]
-    return _WIDTH[dt.itemsize] if call.req == "write" else dt.name
-
-
-def _strides(shape: Sequence[int]) -> list[int]:
-    """C-contiguous strides in elements."""
-    st, acc = [0] * len(shape), 1
-    for i in range(len(shape) - 1, -1, -1):
-        st[i] = acc
-        acc *= shape[i]
-    return st
-
-
-def copy_lowering(call: KernelCall) -> Lowered:
-    """out = in (or out += in) over the contiguous elements; in-place safe."""
-    n = min(size(call.in_shapes[0]), size(call.out_shapes[0]))
-    if n == 0:
-        return Lowered()
-    spec = KernelSpec.make("shape/shape_copy.c.j2", dtype=_elem(call), req=call.req)
-    return Lowered((Launch(spec, (n,)),))
+# a fill. The contiguous and strided copies are shared (``nnsym.ops.common.lowering``, templates
+# ``common/shape_copy.c.j2`` and ``common/shape_strided.c.j2``); sizes, strides and offsets are
+# run-time values; in write mode a kernel is built for an element width rather than a dtype, so
+# one compiled kernel moves float32 and int32 alike.
 
 
 def view_lowering(call: KernelCall) -> Lowered:
@@ -109,53 +78,6 @@ def view_lowering(call: KernelCall) -> Lowered:
     if call.req == "write":
         return Lowered(views={0: 0})
     return copy_lowering(call)
-
-
-def _collapse(dims: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
-    """Drop size-1 dims and merge neighbours that are one run in both input and output."""
-    out: list[tuple[int, int, int]] = []
-    for d, a, b in dims:
-        if d == 1:
-            continue
-        if out and out[-1][1] == a * d and out[-1][2] == b * d:
-            out[-1] = (out[-1][0] * d, a, b)
-        else:
-            out.append((d, a, b))
-    return out
-
-
-def strided_lowering(
-    call: KernelCall, dims: Sequence[int], in_strides: Sequence[int], in_offset: int
-) -> Lowered:
-    """Copy into the contiguous output of shape ``dims`` from the input element at
-    ``in_offset + sum(i_k * in_strides[k])`` (strides in elements, any sign)."""
-    if any(d == 0 for d in dims):
-        return Lowered()
-    rows = _collapse(list(zip(dims, in_strides, _strides(dims)))) or [(1, 1, 1)]
-    # A transpose: the innermost output dim strides through the input while another dim is the
-    # input's contiguous one. Make that dim the second innermost and copy in 2-D tiles.
-    k = next((i for i, r in enumerate(rows[:-1]) if r[1] == 1), None)
-    tiled = rows[-1][1] not in (0, 1) and k is not None
-    if tiled:
-        assert k is not None
-        inner = [rows.pop(k), rows.pop()]
-        rows = _collapse(rows) + inner
-    width = call.out_dtypes[0].itemsize
-    # Register tiles add in the storage type: not for float16 (float arithmetic) or bool (or).
-    vector = tiled and (call.req == "write" or call.out_dtypes[0].name not in ("float16", "bool"))
-    spec = KernelSpec.make(
-        "shape/shape_strided.c.j2",
-        nd=len(rows),
-        dtype=_elem(call),
-        req=call.req,
-        tiled=tiled,
-        block=_BLOCK[width] if tiled else 0,
-        lanes=_LANES[width] if vector else 0,
-        mask=_MASK[width] if vector else "",
-        inner=rows[-1][0] if not tiled and len(rows) > 1 and rows[-1][0] <= _SHORT else 0,
-    )
-    ia = (in_offset, 0, *(r[0] for r in rows), *(r[1] for r in rows), *(r[2] for r in rows))
-    return Lowered((Launch(spec, ia),))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -582,7 +504,7 @@ def transpose_shape(p: TransposeParams, ins: list, outs: list) -> tuple[list, li
 def transpose_lowering(call: KernelCall) -> Lowered:
     shape = call.in_shapes[0]
     axes = call.params.axes or tuple(range(len(shape) - 1, -1, -1))
-    st = _strides(shape)
+    st = c_strides(shape)
     return strided_lowering(call, [shape[a] for a in axes], [st[a] for a in axes], 0)
 
 
@@ -654,7 +576,7 @@ def swapaxis_lowering(call: KernelCall) -> Lowered:
     perm = list(range(len(shape)))
     a1, a2 = call.params.dim1 % len(shape), call.params.dim2 % len(shape)
     perm[a1], perm[a2] = perm[a2], perm[a1]
-    st = _strides(shape)
+    st = c_strides(shape)
     return strided_lowering(call, [shape[a] for a in perm], [st[a] for a in perm], 0)
 
 
@@ -878,7 +800,7 @@ def _join_lowering(
     inner = [s[axis] * tail for s in pieces]
     if outer * sum(inner) == 0:
         return Lowered()
-    spec = KernelSpec.make("shape/shape_join.c.j2", mode=mode, dtype=_elem(call), req=call.req)
+    spec = KernelSpec.make("shape/shape_join.c.j2", mode=mode, dtype=elem_dtype(call), req=call.req)
     return Lowered((Launch(spec, (len(inner), outer, sum(inner), *inner)),))
 
 
@@ -1176,7 +1098,7 @@ def slice_geometry(p: SliceParams, shape: tuple[int, ...],
                    out: tuple[int, ...]) -> tuple[list[int], int]:
     """The data's element strides along the slice's axes (step times the axis stride) and the
     offset of its first element: where the output's elements are in the data."""
-    st = _strides(shape)
+    st = c_strides(shape)
     strides, off = list(st), 0
     for i, (b, s) in enumerate(zip(p.begin, p.steps())):
         if out[i]:
@@ -1202,7 +1124,7 @@ def scatter_add_lowering(call: KernelCall, dims: Sequence[int], strides: Sequenc
     zeroes dx first): the gradient of the strided copies (slice, tile)."""
     dims = list(dims) or [1]
     strides = list(strides) or [0]
-    spec = KernelSpec.make("reduce/broadcast_reduce_backward.c.j2", kind="reduce", nd=len(dims),
+    spec = KernelSpec.make("common/broadcast_reduce_backward.c.j2", kind="reduce", nd=len(dims),
                            dtype=call.out_dtypes[0].name, req=call.out_req(0))
     ia = (*dims, *strides, size(call.out_shapes[0]), offset)
     return Lowered((Launch(spec, ia),))
@@ -1296,7 +1218,7 @@ def slice_axis_lowering(call: KernelCall) -> Lowered:
     shape, out = call.in_shapes[0], call.out_shapes[0]
     axis = call.params.axis % len(shape)
     begin = call.params.begin + shape[axis] if call.params.begin < 0 else call.params.begin
-    st = _strides(shape)
+    st = c_strides(shape)
     return strided_lowering(call, out, st, begin * st[axis] if out[axis] else 0)
 
 
@@ -1377,7 +1299,7 @@ def tile_geometry(d: tuple[int, ...], reps: tuple[int, ...]) -> tuple[list[int],
     dd = (1,) * (nd - len(d)) + tuple(d)
     rr = (1,) * (nd - len(reps)) + tuple(reps)
     dims = [x for r, n in zip(rr, dd) for x in (r, n)]
-    strides = [x for s in _strides(dd) for x in (0, s)]
+    strides = [x for s in c_strides(dd) for x in (0, s)]
     return dims, strides
 
 

@@ -45,10 +45,9 @@ from nnsym.ir.opdef import (
 )
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ops.common.exprs import broadcast_rows
 from nnsym.ops.common.grad import node_gradient, pass_through
-from nnsym.ops.elemwise.elemwise import broadcast_rows
-from nnsym.ops.reduce.broadcast_reduce import reduce_out_shape
-from nnsym.ops.shape.shape import copy_lowering
+from nnsym.ops.common.lowering import copy_lowering, reduce_out_shape
 from nnsym.types import DispatchMode, SType, shape_str
 
 D, R, C = SType.DEFAULT, SType.ROW_SPARSE, SType.CSR
@@ -292,7 +291,7 @@ def square_sum_backward_lowering(call: KernelCall) -> Lowered:
     p = call.params
     kept = tuple(d or 0 for d in reduce_out_shape(data, p.axis, True, p.exclude))
     rows = broadcast_rows(data, kept, data)
-    spec = KernelSpec.make("reduce/broadcast_reduce_backward.c.j2", kind="spread", nd=len(rows),
+    spec = KernelSpec.make("common/broadcast_reduce_backward.c.j2", kind="spread", nd=len(rows),
                            dtype=call.out_dtypes[0].name, req=call.out_req(0),
                            expr="2 * x * g", uses_y=False)
     ia = (*(r[0] for r in rows), *(r[1] for r in rows))
