@@ -100,7 +100,7 @@ def _make(name: str) -> Backend:
 def cupy_module() -> Any:
     """``cupy``, imported on first use, with a clear error where it cannot be."""
     try:
-        import cupy  # type: ignore[import-not-found]
+        import cupy  # type: ignore[import-not-found]  # noqa: PLC0415  (optional: nnsym[cuda])
     except ImportError as e:
         raise CudaUnavailableError(
             "gpu contexts need cupy: install the CUDA extra (pip install 'nnsym[cuda]' and a "

@@ -33,6 +33,7 @@ from nnsym.ir.opdef import (
 )
 from nnsym.ir.params import NoParams, Params
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ops.common.stype import zero_gradient_preserving
 from nnsym.types import DispatchMode, SType
 
 GradFn = Callable[[Node, list[Entry | None]], list[Entry | None]]
@@ -116,8 +117,6 @@ def unary_gradient(name: str, expr: str | Callable[[Any], str], params: type[Par
     cell: list[OpDef] = []
 
     def sparse_ok(p: Any) -> bool:
-        from nnsym.ops.common.stype import zero_gradient_preserving
-
         return zero_gradient_preserving(cell[0], p)
 
     # Sparse output gradients: where the derivative is 0 wherever g is (checked numerically

@@ -29,14 +29,12 @@ from nnsym.ir.opdef import (
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.common.grad import node_gradient
+from nnsym.ops.conv.conv_batched import batched_backward_lowering, batched_forward_lowering
+from nnsym.ops.conv.geometry import COL_CHUNK, _channel_last, _ncx, _pad3
 from nnsym.types import Shape, shape_str
 
 # Default layout by number of spatial dimensions (MXNet picks it from the kernel's length).
 DEFAULT_LAYOUT = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
-
-
-def _channel_last(layout: str) -> bool:
-    return layout[1] != "C"
 
 
 def to_ncx(shape: Shape, layout: str) -> Shape:
@@ -256,22 +254,6 @@ def convolution_reference(p: ConvolutionParams, data, weight, bias=None):
 
 # Dense kernels work on spatial dims padded to three (d, h, w) with size-1 leading dims.
 FLOAT_DTYPES = ("float16", "float32", "float64")
-# Elements of one im2col chunk (the column matrix of some output rows): bounds the workspace
-# of large images; measured as fast as whole images (3x3, 64 channels, 56x56), while chunks
-# of 256K elements were 30% slower (more, smaller GEMM calls).
-COL_CHUNK = 1 << 20
-
-
-def _pad3(t: tuple[int, ...] | list[int], fill: int) -> list[int]:
-    return [fill] * (3 - len(t)) + [int(v) for v in t]
-
-
-def _ncx(shape: tuple[int, ...], layout: str) -> list[int]:
-    """A known shape in ``layout`` -> canonical ``[N, C, *spatial]``."""
-    s = [int(d) for d in shape]
-    return [s[0], s[-1], *s[1:-1]] if _channel_last(layout) else s
-
-
 def convolution_lowering(call: KernelCall) -> Lowered:
     """im2col + GEMM per image, chunk of output rows and group; a direct kernel for depthwise
     convolution (one input and one output channel per group)."""
@@ -279,8 +261,6 @@ def convolution_lowering(call: KernelCall) -> Lowered:
     dt = call.in_dtypes[0].name
     if dt not in FLOAT_DTYPES:
         raise NoKernelError(f"Convolution has dense kernels for {FLOAT_DTYPES}, not {dt}")
-    from nnsym.ops.conv.conv_batched import batched_forward_lowering  # NOTE: imports this module
-
     batched = batched_forward_lowering(call)  # several images per GEMM for small outputs
     if batched is not None:
         return batched
@@ -342,8 +322,6 @@ def convolution_backward_lowering(call: KernelCall) -> Lowered:
     layout = p.data_layout
     if dt not in ("float32", "float64"):
         raise NoKernelError(f"Convolution's gradient has kernels for float32/float64, not {dt}")
-    from nnsym.ops.conv.conv_batched import batched_backward_lowering
-
     batched = batched_backward_lowering(call)
     if batched is not None:
         return batched

@@ -18,11 +18,15 @@ back to the per-image kernels.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
-from nnsym.ops.conv.conv import COL_CHUNK, ConvolutionParams, _channel_last, _ncx, _pad3
+from nnsym.ops.conv.geometry import COL_CHUNK, _channel_last, _ncx, _pad3
+
+if TYPE_CHECKING:
+    from nnsym.ops.conv.conv import ConvolutionParams
 
 # Largest per-image output (OD * OH * OW) batched. Measured with
 # benchmarks/bench_conv_batched.py (float32, 8 images, 2 cores): the forward gains 2-2.6x at

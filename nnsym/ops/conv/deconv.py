@@ -29,16 +29,14 @@ from nnsym.ops.common.grad import node_gradient
 from nnsym.ops.conv.conv import (
     DEFAULT_LAYOUT,
     ConvolutionParams,
-    _channel_last,
     _check_lengths,
     _conform,
-    _ncx,
-    _pad3,
     convolution_lowering,
     convolution_type,
     from_ncx,
     to_ncx,
 )
+from nnsym.ops.conv.geometry import _channel_last, _ncx, _pad3
 from nnsym.types import shape_str
 
 GEMM_DTYPES = ("float32", "float64")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from math import erf
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -76,8 +77,6 @@ _INV_SQRT_2PI = 0.3989422804014327  # 1 / sqrt(2 pi)
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
-    from math import erf
-
     return np.asarray(0.5 * x * (1 + np.vectorize(erf, otypes=[np.float64])(x * _SQRT1_2)))
 
 

@@ -40,7 +40,7 @@ from nnsym.ops.common.exprs import (
     is_integer,
     trunc_div,
 )
-from nnsym.ops.common.grad import GradFn, node_gradient
+from nnsym.ops.common.grad import GradFn, node_gradient, refuse_integer_division
 from nnsym.ops.common.lowering import (
     binary_grad_launch,
     grad_launch,
@@ -508,8 +508,6 @@ def _reduce_backward(expr: str, mean: bool = False) -> Any:
         p = call.params
         if getattr(p, "out_dtype", None) is not None and call.in_dtypes[0] != call.out_dtypes[0]:
             raise OperatorParamError("the gradient of norm with out_dtype is not supported yet")
-        from nnsym.ops.common.grad import refuse_integer_division
-
         refuse_integer_division("a reduction's gradient", (expr,), call.out_dtypes[0])
         data = call.in_shapes[1]
         kept = tuple(d or 0 for d in reduce_out_shape(data, p.axis, True,
