@@ -8,7 +8,7 @@ tutorial). ``lazy_update=False`` is the standard update of every row, absent row
 gradient. Formulas are MXNet 1.9.1's (MXNET-FACTS 4.6); clipping applies when
 ``clip_gradient >= 0``. The weight may be dense or a row_sparse array holding every row.
 
-float32 and float64 updates run the generated C kernels of ``nnsym.sparse.optim`` (one pass
+float32 and float64 updates run the generated C kernels of ``nnsym.ops.optim.kernels`` (one pass
 over the touched rows, split over the worker pool); other dtypes and the numpy backend run
 the numpy formulas below, which state the same arithmetic.
 """
@@ -23,7 +23,7 @@ from nnsym.codegen import compiler
 from nnsym.errors import ShapeError, StorageTypeError
 from nnsym.ndarray.ndarray import NDArray
 from nnsym.ndarray.sparse import BaseSparseNDArray, RowSparseNDArray
-from nnsym.sparse import optim
+from nnsym.ops.optim import kernels as optim
 
 
 def _same_shape(w: np.ndarray, state: np.ndarray, what: str) -> None:
@@ -66,7 +66,7 @@ def _grad(weight: np.ndarray, grad: NDArray, lazy: bool) -> tuple[np.ndarray | N
 
 def _kernel_path(weight: np.ndarray, states: tuple[np.ndarray, ...], grad: NDArray,
                  lazy: bool) -> tuple[Any, np.ndarray, np.ndarray | None] | None:
-    """(``nnsym.sparse.optim``, gradient values, gradient rows or None) where the C kernels
+    """(``nnsym.ops.optim.kernels``, gradient values, gradient rows or None) where the C kernels
     serve this update, else None. Shapes are checked here as on the numpy path."""
     if (compiler.backend() != "c" or weight.dtype.name not in optim.DTYPES
             or not all(a.flags.c_contiguous and a.flags.writeable for a in (weight, *states))

@@ -25,7 +25,9 @@ from nnsym.ndarray.sparse import (
     _assign,
     cast_storage,
 )
+from nnsym.ops.common import sparse as sparse_kernels
 from nnsym.ops.common.stype import Decision, infer_storage, on_fallback
+from nnsym.ops.dot import csr as dot_kernels
 from nnsym.runtime.imperative import infer_one
 from nnsym.types import DispatchMode, SType
 
@@ -37,25 +39,14 @@ D, R, C = SType.DEFAULT, SType.ROW_SPARSE, SType.CSR
 
 
 def _kernels(dtype: Any) -> Any:
-    """``nnsym.sparse.elemwise`` (generated C) where it serves this dtype, else None (the
+    """``nnsym.ops.common.sparse`` (generated C) where it serves this dtype, else None (the
     numpy path: other dtypes, or the numpy backend)."""
-    from nnsym.codegen import compiler
-    from nnsym.sparse import elemwise
-
-    if compiler.backend() != "c" or np.dtype(dtype).name not in elemwise.DTYPES:
-        return None
-    return elemwise
+    return sparse_kernels if sparse_kernels.serves(dtype) else None
 
 
 def _dot_kernels(*arrays: np.ndarray) -> Any:
-    """``nnsym.sparse.dot`` where it serves these operands (C backend, one float dtype)."""
-    from nnsym.codegen import compiler
-    from nnsym.sparse import dot
-
-    dts = {np.dtype(a.dtype).name for a in arrays}
-    if compiler.backend() != "c" or len(dts) != 1 or dts.pop() not in dot.DTYPES:
-        return None
-    return dot
+    """``nnsym.ops.dot.csr`` where it serves these operands (C backend, one float dtype)."""
+    return dot_kernels if dot_kernels.serves(*arrays) else None
 
 
 def csr_to_dense(a: CSRNDArray) -> np.ndarray:
@@ -318,7 +309,7 @@ def _binary(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: Dec
 
 
 def _binary_kernel(k: Any, op: OpDef, a: NDArray, b: NDArray, out: SType) -> NDArray | None:
-    """A merge by the generated kernels of ``nnsym.sparse.elemwise`` (``k``), computing the
+    """A merge by the generated kernels of ``nnsym.ops.common.sparse`` (``k``), computing the
     operator's own scalar expression (integer division guarded as in the dense kernels); None
     for the one case they leave to numpy (integer row_sparse / row_sparse)."""
     from nnsym.ops.elemwise.elemwise import BINARY_BY_NAME, kernel_expr
@@ -417,7 +408,7 @@ def _dot(op: OpDef, p: Any, raw: dict[str, Any], ins: list[NDArray], dec: Decisi
 
 
 def _dot_kernel(k: Any, p: Any, a: NDArray, b: NDArray, shape: tuple[int, ...]) -> NDArray:
-    """dot with a csr operand by the generated kernels of ``nnsym.sparse.dot`` (``k``)."""
+    """dot with a csr operand by the generated kernels of ``nnsym.ops.dot.csr`` (``k``)."""
     ctx = a.context
     if isinstance(a, CSRNDArray):
         csr = (a._values, a._indices, a._indptr, tuple(a.shape))

@@ -1,4 +1,4 @@
-"""The CUDA twins of the sparse kernels (nnsym/sparse/templates/*.cu.j2,
+"""The CUDA twins of the sparse kernels (the *.cu.j2 twins beside their family templates,
 nnsym/devtools/cuda/sparse.py).
 
 * nvcc: every variant compiles for sm_80 and sm_90 (PTX, warnings are errors), several kernels
@@ -7,10 +7,10 @@ nnsym/devtools/cuda/sparse.py).
   random canonical csr / row_sparse inputs (sorted duplicate-free indices, empty rows, nnz = 0,
   special values: -0.0, inf, NaN) through the launch sequences the templates document (count
   kernel -> exclusive prefix sum in numpy -> fill kernel), and its outputs are compared with the
-  C kernels' (``nnsym.sparse.elemwise`` / ``dot`` / ``optim``) BIT FOR BIT. No comparison needs
+  C kernels' (``nnsym.ops.common.sparse`` / ``dot`` / ``optim``) BIT FOR BIT. No comparison needs
   a tolerance: every CUDA kernel computes each output element in one thread in the C code's
   order. (csr_t_dense matches the C code's single-part order; the inputs here are small enough
-  that ``nnsym.sparse.dot`` runs it as one part.)
+  that ``nnsym.ops.dot.csr`` runs it as one part.)
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ from nnsym.cuda import source as cusrc
 from nnsym.devtools.cuda import codegen as cg
 from nnsym.devtools.cuda import shim
 from nnsym.devtools.cuda import sparse as sp
-from nnsym.sparse import dot, elemwise, optim
+from nnsym.ops.common import sparse as elemwise
+from nnsym.ops.dot import csr as dot
+from nnsym.ops.optim import kernels as optim
 
 GRID, BLOCK = 3, 64
 KERNELS = sp.all_kernels()

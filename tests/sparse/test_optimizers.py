@@ -121,7 +121,7 @@ def _run_update(name, w, g, states, lazy):
 @pytest.mark.parametrize("lazy", [True, False])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_kernel_updates_equal_numpy_formulas(switch_backend, name, gstype, lazy, dtype):
-    """The C kernels of nnsym.sparse.optim (C backend) and the numpy formulas (numpy backend)
+    """The C kernels of nnsym.ops.optim.kernels (C backend) and the numpy formulas (numpy backend)
     give the same weights and states, two steps in a row."""
     rng = np.random.default_rng(7)
     w0 = rng.standard_normal((9, 3)).astype(dtype)

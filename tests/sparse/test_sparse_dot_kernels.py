@@ -1,4 +1,4 @@
-"""The csr dot kernels (nnsym.sparse.dot) against independent numpy references (per-entry
+"""The csr dot kernels (nnsym.ops.dot.csr) against independent numpy references (per-entry
 accumulation with np.add.at in float64, never a dense csr), over random sparsity patterns
 (nnz = 0, empty rows and columns, full density, explicit zeros), both float dtypes, block widths
 around the kernels' vector blocks, 1 to 3 threads, and a 10**6 x 10**6 csr."""
@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nnsym.codegen import compiler
-from nnsym.sparse import dot
+from nnsym.ops.dot import csr as dot
 
 DTYPES = ("float32", "float64")
 SETTINGS = settings(max_examples=30, deadline=None)

@@ -1,4 +1,4 @@
-"""The sparse elementwise / cast / reduce kernels (nnsym.sparse.elemwise) against numpy and
+"""The sparse elementwise / cast / reduce kernels (nnsym.ops.common.sparse) against numpy and
 scipy.sparse dense computation, over random sparsity patterns (empty rows and columns, nnz = 0,
 full density, 0-row shapes, explicit zeros) and a 10**6 x 10**6 csr that must never be made
 dense."""
@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nnsym.codegen import compiler
-from nnsym.sparse import elemwise as E
+from nnsym.ops.common import sparse as E
 
 FLOATS = ("float32", "float64", "float16")
 ALL = (*FLOATS, "int32", "int64")

@@ -1,4 +1,4 @@
-"""The optimizer update kernels (nnsym.sparse.optim) against independent numpy versions of
+"""The optimizer update kernels (nnsym.ops.optim.kernels) against independent numpy versions of
 MXNet 1.9.1's formulas (computed in the array's dtype), dense and row_sparse gradients, lazy
 and standard updates (which rows change), clipping, nnz = 0, and the RowSparseNDArray tutorial's
 sgd_mom example."""
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nnsym.codegen import compiler
-from nnsym.sparse import optim
+from nnsym.ops.optim import kernels as optim
 
 DTYPES = ("float32", "float64")
 OPS = ("sgd", "sgd_mom", "adam", "adagrad")

@@ -46,13 +46,15 @@ from nnsym.devtools.cuda import codegen as cg
 from nnsym.devtools.cuda import shim
 from nnsym.ir.spec import comptype
 from nnsym.ops.elemwise.elemwise import BINARY_BY_NAME, kernel_expr
-from nnsym.sparse import build
+from nnsym.runtime import native
 
-SPARSE_TEMPLATES = Path(__file__).resolve().parents[2] / "sparse" / "templates"
-ENV = template_env([SPARSE_TEMPLATES, src.TEMPLATE_DIR])
+# The sparse kernel templates (family paths under nnsym/ops) that hold kernels.
+TEMPLATES = ("common/cast_storage.c.j2", "common/elemwise_sparse.c.j2",
+             "common/reduce_sparse.c.j2", "dot/dot_csr.c.j2", "optim/optim_update.c.j2")
+ENV = template_env([src.OPS_DIR, src.TEMPLATE_DIR])
 ENV.globals.update(cutype=src.cuda_ctype, ctype=src.cuda_ctype, load=src.load, store=src.store)
 
-# The dtypes of the C side (nnsym/sparse/elemwise.py, dot.py, optim.py).
+# The dtypes of the C side (nnsym/ops/common/sparse.py, dot.py, optim.py).
 ELEM_DTYPES = ("float16", "float32", "float64", "int32", "int64")
 FLOAT_DTYPES = ("float32", "float64")
 # The binary operators the sparse merges serve (nnsym/ndarray/sparse_ops.py) and their
@@ -89,7 +91,7 @@ class SparseKernel:
     """One CUDA kernel variant: its stem (a unique C identifier, also the kernel's name), the C
     template it twins, the kernel it renders and the context (the C template's + ``kernel``)."""
     stem: str
-    template: str                      # the C template, e.g. "cast_storage.c.j2"
+    template: str                      # the C template, e.g. "common/cast_storage.c.j2"
     kernel: str
     ctx: tuple[tuple[str, Any], ...]   # the C template's context (sorted items)
     c_function: str | None
@@ -98,7 +100,7 @@ class SparseKernel:
 
     @property
     def family(self) -> str:
-        return self.template[: -len(".c.j2")]
+        return Path(self.template).name[: -len(".c.j2")]
 
     @property
     def cuda_template(self) -> str:
@@ -120,8 +122,7 @@ class SparseKernel:
 
     def render_c(self) -> str:
         """The C library this kernel's C function lives in (common.c.j2 + the template)."""
-        return (build.ENV.get_template("common.c.j2").render()
-                + build.ENV.get_template(self.template).render(**self.context))
+        return native.render(self.template, **self.context)
 
 
 def _k(stem: str, template: str, kernel: str, ctx: dict[str, Any], cfn: str | None,
@@ -139,8 +140,7 @@ def binary_exprs(dtype: str) -> dict[str, str]:
 def all_kernels() -> list[SparseKernel]:
     """Every sparse CUDA kernel variant, sorted by stem."""
     out: list[SparseKernel] = []
-    cast, elem, red = "cast_storage.c.j2", "elemwise_sparse.c.j2", "reduce_sparse.c.j2"
-    dot, opt = "dot_csr.c.j2", "optim_update.c.j2"
+    cast, elem, red, dot, opt = TEMPLATES
     for kern in CAST_INDEX_KERNELS:
         out.append(_k(f"nnsp_cast_{kern}", cast, kern, {}, None, f"cast_storage {kern}, int64"))
     for kern in ELEM_INDEX_KERNELS:

@@ -45,6 +45,7 @@ from nnsym.ir.opdef import (
 )
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ops.common import sparse as sparse_kernels
 from nnsym.ops.common.exprs import broadcast_rows
 from nnsym.ops.common.grad import node_gradient, pass_through
 from nnsym.ops.common.lowering import copy_lowering, reduce_out_shape
@@ -352,13 +353,8 @@ SQUARE_SUM = register(OpDef(
 
 
 def _kernels(dtype: Any) -> Any:
-    """``nnsym.sparse.elemwise`` where its C kernels serve this dtype, else None (numpy)."""
-    from nnsym.codegen import compiler
-    from nnsym.sparse import elemwise
-
-    if compiler.backend() != "c" or np.dtype(dtype).name not in elemwise.DTYPES:
-        return None
-    return elemwise
+    """``nnsym.ops.common.sparse`` where its C kernels serve this dtype, else None (numpy)."""
+    return sparse_kernels if sparse_kernels.serves(dtype) else None
 
 
 def _numpy(a: Any) -> np.ndarray:

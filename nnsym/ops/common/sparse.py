@@ -32,9 +32,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from nnsym.codegen import compiler
+from nnsym.ir import native
 from nnsym.ir.spec import comptype
-from nnsym.sparse import build
 
 Array = npt.NDArray[Any]
 Csr = tuple[Array, Array, Array]
@@ -107,30 +106,31 @@ def _dtype_name(dt: Any) -> str:
 
 def _cast_lib(dt: Any) -> Any:
     name = _dtype_name(dt)
-    return build.library("cast_storage.c.j2", _CAST_CDEF, dtype=name, comp=comptype(name))
+    return native.loader().library("common/cast_storage.c.j2", _CAST_CDEF, dtype=name,
+                                   comp=comptype(name))
 
 
 def _reduce_lib(dt: Any) -> Any:
     name = _dtype_name(dt)
     acc = "double" if np.dtype(name).kind == "f" else "int64_t"
-    return build.library("reduce_sparse.c.j2", _REDUCE_CDEF, dtype=name, comp=comptype(name),
-                         acc=acc)
+    return native.loader().library("common/reduce_sparse.c.j2", _REDUCE_CDEF, dtype=name,
+                                   comp=comptype(name), acc=acc)
 
 
 def _elem_lib(dt: Any, expr: str) -> Any:
     name = _dtype_name(dt)
     if not _EXPR.match(expr) or "/*" in expr or "//" in expr:
         raise ValueError(f"not a scalar expression in a and b: {expr!r}")
-    return build.library("elemwise_sparse.c.j2", _ELEM_CDEF, dtype=name, comp=comptype(name),
-                         expr=expr)
+    return native.loader().library("common/elemwise_sparse.c.j2", _ELEM_CDEF, dtype=name,
+                                   comp=comptype(name), expr=expr)
 
 
 def _p(a: Array) -> Any:
-    return build.ptr(a)
+    return native.loader().ptr(a)
 
 
 def _null() -> Any:
-    return compiler.FFI.NULL
+    return native.loader().NULL
 
 
 def _idx(a: Any) -> Array:
@@ -420,3 +420,9 @@ def add_n_rsp(arrays: Sequence[Rsp], shape: Sequence[int]) -> Rsp:
     lib.nse_addn_fill(_p(idx_ptrs), _p(data_ptrs), _p(lens), n, _width(s), _p(indices), k,
                       _p(data))
     return data, indices
+
+
+def serves(dtype: Any) -> bool:
+    """Whether these kernels run arrays of ``dtype`` here (a native loader is active and the
+    dtype is one of ``DTYPES``); otherwise callers take their numpy path."""
+    return native.loader().available() and np.dtype(dtype).name in DTYPES

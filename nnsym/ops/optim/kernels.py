@@ -28,13 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from nnsym.codegen import compiler
+from nnsym.ir import native
 from nnsym.ir.spec import ctype
-from nnsym.sparse import build
 
 DTYPES = ("float32", "float64")
 _SGD, _SGD_MOM, _ADAM, _ADAGRAD = 0, 1, 2, 3
-_NULL: Any = compiler.FFI.NULL
 
 _CDEF = """
 void nnsym_spopt_update_{S}(int op, {C} *w, const {C} *g, const int64_t *gidx, {C} *s1,
@@ -47,7 +45,8 @@ void nnsym_spopt_update_{S}(int op, {C} *w, const {C} *g, const int64_t *gidx, {
 def _kernel(dtype: str) -> tuple[Any, str]:
     """(the update function of dtype, its value pointer type)."""
     ct = ctype(dtype)
-    lib = build.library("optim_update.c.j2", _CDEF.format(S=dtype, C=ct), dtype=dtype)
+    lib = native.loader().library("optim/optim_update.c.j2", _CDEF.format(S=dtype, C=ct),
+                                  dtype=dtype)
     return getattr(lib, f"nnsym_spopt_update_{dtype}"), f"{ct} *"
 
 
@@ -76,7 +75,7 @@ def _run(op: int, weight: np.ndarray, grad: np.ndarray, grad_indices: np.ndarray
     if grad_indices is None:
         _check_dense("grad", grad, weight, False)
         k = 0
-        gidx = _NULL
+        gidx = native.loader().NULL
     else:
         if weight.ndim == 0:
             raise ValueError("a row_sparse gradient needs a weight with at least one dimension")
@@ -90,10 +89,11 @@ def _run(op: int, weight: np.ndarray, grad: np.ndarray, grad_indices: np.ndarray
         # strictly increasing (validated upstream): the ends bound every row id
         if k and (int(grad_indices[0]) < 0 or int(grad_indices[-1]) >= rows):
             raise ValueError(f"row_sparse gradient row ids outside [0, {rows})")
-        gidx = build.ptr(grad_indices, "int64_t *")
+        gidx = native.loader().ptr(grad_indices, "int64_t *")
     fn, pt = _kernel(weight.dtype.name)
-    sp = [build.ptr(a, pt) for a in states] + [_NULL] * (2 - len(states))
-    fn(op, build.ptr(weight, pt), build.ptr(grad, pt), gidx, sp[0], sp[1], rows, length, k,
+    ld = native.loader()
+    sp = [ld.ptr(a, pt) for a in states] + [ld.NULL] * (2 - len(states))
+    fn(op, ld.ptr(weight, pt), ld.ptr(grad, pt), gidx, sp[0], sp[1], rows, length, k,
        int(lazy), float(lr), float(wd), float(rescale_grad), float(clip_gradient),
        float(momentum), float(beta1), float(beta2), float(epsilon))
 

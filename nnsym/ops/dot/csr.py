@@ -25,9 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from nnsym.codegen import compiler
+from nnsym.ir import native
 from nnsym.ir.spec import ctype
-from nnsym.sparse import build
 
 DTYPES = ("float32", "float64")
 REQS = ("write", "add")
@@ -60,7 +59,7 @@ class _Kernels:
     def __init__(self, dtype: str) -> None:
         ct = ctype(dtype)
         cdef = _CDEF.format(S=dtype, C=ct)
-        lib = build.library("dot_csr.c.j2", cdef, dtype=dtype)
+        lib = native.loader().library("dot/dot_csr.c.j2", cdef, dtype=dtype)
         self.ptr_t = f"{ct} *"
         self.csr_dense = getattr(lib, f"nnsym_spdot_csr_dense_{dtype}")
         self.mark_cols = getattr(lib, f"nnsym_spdot_mark_cols_{dtype}")
@@ -71,7 +70,7 @@ class _Kernels:
 
     def p(self, a: np.ndarray) -> Any:
         """Pointer to a value array."""
-        return build.ptr(a, self.ptr_t)
+        return native.loader().ptr(a, self.ptr_t)
 
 
 @functools.cache
@@ -79,12 +78,11 @@ def _kernels(dtype: str) -> _Kernels:
     return _Kernels(dtype)
 
 
-_NULL: Any = compiler.FFI.NULL
 
 
 def _ip(a: np.ndarray | None) -> Any:
     """Pointer to an int64 array (NULL for None)."""
-    return _NULL if a is None else build.ptr(a, "int64_t *")
+    return native.loader().NULL if a is None else native.loader().ptr(a, "int64_t *")
 
 
 def _dtype_of(*arrays: np.ndarray) -> str:
@@ -160,7 +158,7 @@ def csr_dot_dense(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray,
                          f"got {out.dtype} {out.shape}")
     k = _kernels(dt)
     k.csr_dense(rows, _row_len(rhs.shape), k.p(data), _ip(indices), _ip(indptr), k.p(rhs),
-                _NULL, k.p(out), add)
+                native.loader().NULL, k.p(out), add)
     return out
 
 
@@ -169,12 +167,12 @@ def _mark_cols(kern: _Kernels, indices: np.ndarray, indptr: np.ndarray, rows: in
     """(colpos: column -> rank among the columns holding an entry of a present row, else -1;
     their count). Large inputs flag columns in per-thread byte arrays."""
     nnz = int(indptr[-1])
-    nthreads = compiler.get_num_threads()
+    nthreads = native.loader().num_threads()
     nparts = nthreads if nnz >= MARK_PART_NNZ and cols * nthreads <= nnz else 1
     flags = np.empty(nparts * cols, np.uint8)
     colpos = np.empty(cols, np.int64)
     k = kern.mark_cols(rows, cols, _ip(indices), _ip(indptr), _ip(rmap), nparts,
-                       build.ptr(flags, "uint8_t *"), _ip(colpos))
+                       native.loader().ptr(flags, "uint8_t *"), _ip(colpos))
     return colpos, int(k)
 
 
@@ -184,7 +182,7 @@ def _t_parts(nnz: int, k: int, n: int) -> int:
     merged) stay small next to the work."""
     if nnz * n < T_PART_WORK or k == 0:
         return 1
-    return int(max(1, min(compiler.get_num_threads(), nnz * n // T_PART_WORK, nnz // (2 * k))))
+    return int(max(1, min(native.loader().num_threads(), nnz * n // T_PART_WORK, nnz // (2 * k))))
 
 
 def _csr_t_dot(kern: _Kernels, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray,
@@ -304,3 +302,10 @@ def dense_dot_csr(lhs: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr
     out_indptr = np.arange(0, m * u + 1, max(u, 1), dtype=np.int64) if u else np.zeros(
         m + 1, np.int64)
     return out, out_indices, out_indptr
+
+
+def serves(*arrays: np.ndarray) -> bool:
+    """Whether these kernels run these operands here (a native loader is active and they share
+    one dtype of ``DTYPES``); otherwise callers take their numpy/scipy path."""
+    dts = {np.dtype(a.dtype).name for a in arrays}
+    return native.loader().available() and len(dts) == 1 and dts.pop() in DTYPES

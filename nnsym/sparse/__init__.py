@@ -1,1 +1,0 @@
-"""Sparse storage: the C kernels behind csr and row_sparse operators (``build`` compiles them)."""
