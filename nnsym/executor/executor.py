@@ -27,15 +27,16 @@ from nnsym.ir.opdef import DENSE, get_op
 from nnsym.ir.spec import KernelCall, Lowered
 from nnsym.ndarray.gpu import GPUNDArray
 from nnsym.ndarray.ndarray import NDArray, invoke
-from nnsym.ndarray.sparse import BaseSparseNDArray, CSRNDArray, _assign, cast_storage, zeros
-from nnsym.ndarray.sparse_ops import EX
-from nnsym.ops.common.stype import infer_storage, on_fallback
+from nnsym.ndarray.sparse import BaseSparseNDArray, CSRNDArray, _assign, zeros
+from nnsym.ndarray.sparse_ops import deliver, record, wrap
+from nnsym.ops.common.stype import Decision, on_fallback
 from nnsym.ops.nn.dropout import next_seed
 from nnsym.passes.gradient import gradient
 from nnsym.passes.infer import infer_shape, infer_type
 from nnsym.passes.manager import run_passes
 from nnsym.passes.memory import MemoryPlan, entry_readers, plan_memory
 from nnsym.passes.stype import infer_storage_type
+from nnsym.runtime import dispatch
 from nnsym.types import DispatchMode, SType, shape_str
 
 GRAD_REQS = ("null", "write", "add")
@@ -207,6 +208,8 @@ class Executor:
         assert sg.attrs.stype is not None and sg.attrs.dispatch is not None
         stypes = [st or SType.DEFAULT for st in sg.attrs.stype]
         modes = list(sg.attrs.dispatch)
+        assert sg.attrs.stype_kernel is not None
+        stype_kernels = sg.attrs.stype_kernel
         sparse_eids = frozenset(e for e in range(n) if stypes[e] != SType.DEFAULT)
         py_nodes = {
             nid for nid, node in enumerate(idx.nodes) if node.op is not None and (
@@ -436,7 +439,9 @@ class Executor:
                     [obj(o) for o in idx.output_entries(nid)], py_reqs[nid],
                     [shapes[o] for o in idx.output_entries(nid)],
                     [dtypes[o] for o in idx.output_entries(nid)],
-                    tuple(stypes[e] for e in idx.input_entries[nid])))
+                    tuple(stypes[e] for e in idx.input_entries[nid]),
+                    Decision(tuple(stypes[o] for o in idx.output_entries(nid)),
+                             modes[nid] or DispatchMode.FALLBACK, stype_kernels[nid])))
             else:
                 continue
             for o in idx.output_entries(nid):
@@ -702,37 +707,38 @@ def _store(target: NDArray, value: NDArray, req: str) -> None:
 
 def _sparse_step(node: Node, ins: list[NDArray], outs: list[NDArray], reqs: tuple[str, ...],
                  out_shapes: list[tuple[int, ...]], out_dtypes: list[np.dtype],
-                 in_stypes: tuple[SType, ...]) -> Any:
-    """One node with sparse storage as a Python step: the decision of the storage pass
-    (fcompute_ex implementation, or the dense kernel on densified inputs with the outputs cast
-    to their storage types), results stored into the entries' arrays by write mode."""
+                 in_stypes: tuple[SType, ...], dec: Decision) -> Any:
+    """One node with sparse storage as a Python step: the decision the storage pass made
+    (``dec``: the storage kernel, or the dense kernel on densified inputs with the outputs cast
+    to their storage types), run by the runtime's dispatch; results stored into the entries'
+    arrays by write mode."""
     op, p = node.op, node.params
     assert op is not None
     raw = p.to_attrs()
-    dec = infer_storage(op, p, in_stypes)
     if dec.dispatch == DispatchMode.FALLBACK:
         on_fallback(op, raw, in_stypes, dec.outs)  # once, at bind time (MXNet warns in the pass)
     needed = [r != "null" for r in reqs]
-    # out= targets for the implementation: where it may write directly (write mode, the
-    # decided storage type); None for outputs nobody reads. Any other needed output makes the
-    # implementation compute everything into fresh arrays.
+    # Targets for the kernel: where it may write directly (write mode, the decided storage
+    # type); None for outputs nobody reads. Any other needed output makes the kernel compute
+    # everything into fresh arrays.
     direct = [o if r == "write" and o.stype == st.label else None
               for o, r, st in zip(outs, reqs, dec.outs)]
-    targets = direct if all(d is not None or not k for d, k in zip(direct, needed)) else None
-    ex = EX[dec.compute] if dec.dispatch == DispatchMode.FCOMPUTE_EX and dec.compute else None
+    use_direct = dec.dispatch == DispatchMode.FCOMPUTE_EX and \
+        all(d is not None or not k for d, k in zip(direct, needed))
+    skip = [not k for k in needed]
     shapes, dtypes = list(out_shapes), list(out_dtypes)
+    ctx = ins[0].context
 
     def step() -> None:
-        if ex is not None:
-            res = ex(op, p, raw, ins, dec, shapes, dtypes, targets)
-        else:
-            dense = [a if a.stype == "default" else NDArray(a.asnumpy(), a.context) for a in ins]
-            res = invoke(op, dense, raw, storage_rules=False)
-            res = [r if st == SType.DEFAULT else cast_storage(r, st.label)
-                   for r, st in zip(res, dec.outs)]
+        targets = [None if d is None else record(d) for d in direct] if use_direct else []
+        res = dispatch.run(op, p, raw, dec, [record(a) for a in ins], shapes, dtypes, targets,
+                           skip)
         for t, r, req in zip(outs, res, reqs):
-            if req != "null" and r is not t:
-                _store(t, r, req)
+            if req == "null" or r is None:
+                continue
+            if req == "write" and use_direct and deliver(t, r, ins):
+                continue
+            _store(t, wrap(r, ctx, ins), req)
 
     return step
 

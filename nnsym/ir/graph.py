@@ -19,6 +19,7 @@ import numpy as np
 
 from nnsym.errors import GraphFormatError
 from nnsym.ir.opdef import OpDef, get_op
+from nnsym.ir.storage import StorageKernel
 from nnsym.types import DispatchMode, Shape, SType
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
@@ -84,6 +85,8 @@ class GraphAttrs:
     dtype: tuple[np.dtype | None, ...] | None = None
     stype: tuple[SType | None, ...] | None = None
     dispatch: tuple[DispatchMode | None, ...] | None = None
+    # per node: the storage kernel of an fcompute_ex decision (None otherwise)
+    stype_kernel: tuple[StorageKernel | None, ...] | None = None
     inplace: tuple[int, ...] | None = None
     storage_id: tuple[int, ...] | None = None
 

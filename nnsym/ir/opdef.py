@@ -23,6 +23,7 @@ import numpy as np
 
 from nnsym.errors import OperatorParamError
 from nnsym.ir.params import NoParams, Params
+from nnsym.ir.storage import StorageKernel
 from nnsym.types import DispatchMode, Shape, SType, shape_str
 
 Rule = Callable[[Any, list[Any], list[Any]], tuple[Sequence[Any], Sequence[Any]]]
@@ -39,14 +40,14 @@ class StypeRule:
     """One row of an operator's storage-type table (first match wins; no match -> fallback).
 
     ``ins`` entries may be None (any storage type); ``out`` entries may be ``"in0"`` (the first
-    input's storage type). ``compute`` names the storage-specialised implementation in
-    ``nnsym.ndarray.sparse_ops`` (``fcompute_ex`` rows)."""
+    input's storage type). ``kernel`` is the storage kernel of ``fcompute_ex`` rows (a function
+    over raw storage, ``nnsym.ir.storage.StorageKernel``), held by reference."""
 
     ins: tuple[SType | None, ...]
     out: tuple[Any, ...]
     dispatch: DispatchMode
     when: Callable[[Any], bool] | None = None
-    compute: str | None = None
+    kernel: StorageKernel | None = None
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,10 @@ import numpy as np
 
 from nnsym.context import Context, cpu
 from nnsym.errors import NNSymError, ShapeError, StorageTypeError
+from nnsym.ir.storage import Csr, Rsp
 from nnsym.ndarray.ndarray import NDArray
-from nnsym.types import dtype_of
+from nnsym.ops.common import storage
+from nnsym.types import SType, dtype_of
 
 _CPU = cpu()
 STYPES = ("default", "row_sparse", "csr")
@@ -254,12 +256,10 @@ class CSRNDArray(BaseSparseNDArray):
         return CSRNDArray(values, aux[0], aux[1], self._shape, self._ctx)
 
     def _to_dense(self) -> np.ndarray:
-        from nnsym.ndarray import sparse_ops
-
-        return sparse_ops.csr_to_dense(self)
+        return storage.to_dense(Csr(self._values, self._indices, self._indptr, self._shape))
 
     def asscipy(self) -> Any:
-        import scipy.sparse as sp
+        import scipy.sparse as sp  # noqa: PLC0415  (0.2 s: loaded only for asscipy)
 
         return sp.csr_matrix((self._values.copy(), self._indices.copy(), self._indptr.copy()),
                              shape=self._shape)
@@ -338,14 +338,12 @@ class RowSparseNDArray(BaseSparseNDArray):
         return RowSparseNDArray(values, aux[0], self._shape, self._ctx)
 
     def _to_dense(self) -> np.ndarray:
-        from nnsym.ndarray import sparse_ops
-
-        return sparse_ops.rsp_to_dense(self)
+        return storage.to_dense(Rsp(self._values, self._indices, self._shape))
 
     def asscipy(self) -> Any:
         if self.ndim != 2:
             raise StorageTypeError(f"asscipy needs a 2-D array, this one has shape {self.shape}")
-        import scipy.sparse as sp
+        import scipy.sparse as sp  # noqa: PLC0415  (0.2 s: loaded only for asscipy)
 
         rows = np.repeat(self._indices, self._shape[1])
         cols = np.tile(np.arange(self._shape[1], dtype=np.int64), self._indices.size)
@@ -584,23 +582,26 @@ def _is_shape_tuple(v: Any) -> bool:
 
 def cast_storage(a: NDArray, stype: str) -> NDArray:
     """``a`` in storage type ``stype`` (a copy; every pair of storage types is supported)."""
-    from nnsym.ndarray import sparse_ops
-
     if stype not in STYPES:
         raise StorageTypeError(f"unknown storage type {stype!r}; expected one of {STYPES}")
     src = a.stype
     if src == stype:
         return a.copy()
-    if src == "default":
-        return sparse_ops.dense_to(a, stype)
     if stype == "default":
         return NDArray(a.asnumpy(), a.context)
-    # csr <-> row_sparse, through the stored coordinates (never the dense shape)
-    if src == "csr":
-        assert isinstance(a, CSRNDArray)
-        return sparse_ops.csr_to_rsp(a)
-    assert isinstance(a, RowSparseNDArray)
-    return sparse_ops.rsp_to_csr(a)
+    # dense -> sparse by the storage kernels; csr <-> row_sparse through the stored
+    # coordinates (never the dense shape)
+    if isinstance(a, CSRNDArray):
+        rec: Any = Csr(a._values, a._indices, a._indptr, a._shape)
+    elif isinstance(a, RowSparseNDArray):
+        rec = Rsp(a._values, a._indices, a._shape)
+    else:
+        rec = np.ascontiguousarray(a._data)
+    r = storage.convert(rec, SType.parse(stype))
+    if isinstance(r, Csr):
+        return CSRNDArray(r.data, r.indices, r.indptr, tuple(r.shape), a.context)
+    assert isinstance(r, Rsp)
+    return RowSparseNDArray(r.data, r.indices, tuple(r.shape), a.context)
 
 
 def _assign(dst: NDArray, src: NDArray) -> None:

@@ -45,14 +45,10 @@ def _call(op: str, inputs: list[NDArray | None], params: dict[str, Any], out: An
 
 
 def add_sparse_api(ns: ModuleType) -> None:
-    """Fills ``nnsym.nd.sparse`` (``ns``) and registers the sparse operators' fcompute_ex
-    implementations. Runs while ``nnsym.nd`` initialises, after its generated operator
-    functions: ``nd.cast_storage`` is replaced by the function above too (the generated one
-    takes inputs only by position, and its cached dense-kernel fast path would skip the storage
-    rules that make a dense input's result sparse)."""
-    from nnsym.ops.storage.sparse_defs import register_ex_implementations
-
-    register_ex_implementations()
+    """Fills ``nnsym.nd.sparse`` (``ns``). Runs while ``nnsym.nd`` initialises, after its
+    generated operator functions: ``nd.cast_storage`` is replaced by the function above too
+    (the generated one takes inputs only by position, and its cached dense-kernel fast path
+    would skip the storage rules that make a dense input's result sparse)."""
     for n in ("CSRNDArray", "RowSparseNDArray", "BaseSparseNDArray", "csr_matrix",
               "row_sparse_array", "zeros", "empty", "array"):
         setattr(ns, n, getattr(_sparse, n))

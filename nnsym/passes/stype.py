@@ -3,25 +3,27 @@
 Variables take the storage type given for them (``infer_storage_type(**stypes)``, an executor's
 ``stype_dict``), else their ``__storage_type__`` attribute, else ``default``; they dispatch as
 ``variable``. Operator nodes, in topological order, take their operator's rule
-(``nnsym.ops.storage.infer_storage``): every input is known by then, so one walk decides.
+(``nnsym.ops.common.stype.infer_storage``): every input is known by then, so one walk decides.
 """
 
 from __future__ import annotations
 
 from nnsym.errors import StorageTypeError, node_error
 from nnsym.ir.graph import Graph
+from nnsym.ir.storage import StorageKernel
 from nnsym.ops.common.stype import infer_storage
 from nnsym.passes.manager import graph_pass
 from nnsym.types import DispatchMode, SType
 
 
-@graph_pass(provides=("stype", "dispatch"))
+@graph_pass(provides=("stype", "dispatch", "stype_kernel"))
 def infer_storage_type(g: Graph) -> Graph:
     idx = g.index
     nodes, rptr = idx.nodes, idx.row_ptr
     seeded = g.attrs.stype
     vals: list[SType | None] = list(seeded) if seeded is not None else [None] * idx.num_entries
     modes: list[DispatchMode | None] = [None] * len(nodes)
+    kernels: list[StorageKernel | None] = [None] * len(nodes)
     for nid, node in enumerate(nodes):
         if node.op is None:
             eid = rptr[nid]
@@ -43,4 +45,5 @@ def infer_storage_type(g: Graph) -> Graph:
         for k, st in enumerate(dec.outs):
             vals[rptr[nid] + k] = st
         modes[nid] = dec.dispatch
-    return g.with_attrs(stype=tuple(vals), dispatch=tuple(modes))
+        kernels[nid] = dec.kernel
+    return g.with_attrs(stype=tuple(vals), dispatch=tuple(modes), stype_kernel=tuple(kernels))

@@ -33,6 +33,7 @@ from nnsym.ir.opdef import (
 )
 from nnsym.ir.params import NoParams, Params
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ops.common.storage import backward_sparse_grad
 from nnsym.ops.common.stype import zero_gradient_preserving
 from nnsym.types import DispatchMode, SType
 
@@ -124,7 +125,7 @@ def unary_gradient(name: str, expr: str | Callable[[Any], str], params: type[Par
     # storage type; x and y are read at its coordinates (MXNet's sparse quadratic backward).
     sparse_rules = tuple(
         StypeRule((st,) * n, (st,), DispatchMode.FCOMPUTE_EX, when=sparse_ok,
-                  compute="backward_unary_sparse")
+                  kernel=backward_sparse_grad)
         for st in (SType.CSR, SType.ROW_SPARSE) for n in (1, 2, 3)
     )
     op = register(OpDef(

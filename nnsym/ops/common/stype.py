@@ -3,7 +3,7 @@ outputs' storage types and the dispatch mode (MXNET-FACTS 4.1-4.3).
 
 - All inputs dense: dense outputs, ``fcompute`` (the dense kernel).
 - Otherwise the operator's ``stype_rules`` table (first matching row wins; a row may name its
-  storage-specialised implementation, ``compute``, from ``nnsym.ndarray.sparse_ops``).
+  storage kernel, ``kernel``, a function over raw storage held by reference).
 - Elementwise operators with a scalar expression and one input derive their rule: the
   expression evaluated at zero with the actual parameters (through the numpy reference) gives
   zero -> the input's storage type is kept and only stored values are mapped (``fcompute_ex``);
@@ -25,6 +25,8 @@ import numpy as np
 
 from nnsym.errors import StorageTypeError
 from nnsym.ir.opdef import OpDef, StypeRule
+from nnsym.ir.storage import StorageKernel, runtime_env
+from nnsym.ops.common.storage import map_values
 from nnsym.types import DispatchMode, SType
 
 D, R, C = SType.DEFAULT, SType.ROW_SPARSE, SType.CSR
@@ -35,7 +37,7 @@ ANY = None  # wildcard in a rule row
 class Decision:
     outs: tuple[SType, ...]
     dispatch: DispatchMode
-    compute: str | None = None  # the fcompute_ex implementation in nnsym.ndarray.sparse_ops
+    kernel: StorageKernel | None = None  # the storage kernel of an fcompute_ex decision
 
 
 def _matches(rule: StypeRule, ins: tuple[SType, ...], p: Any) -> bool:
@@ -51,7 +53,7 @@ def infer_storage(op: OpDef, p: Any, ins: tuple[SType, ...]) -> Decision:
     n_out = op.num_outputs(p)
     for rule in op.stype_rules:
         if _matches(rule, ins, p):
-            return Decision(_expand(rule.out, ins, n_out), rule.dispatch, rule.compute)
+            return Decision(_expand(rule.out, ins, n_out), rule.dispatch, rule.kernel)
     if all(s == D for s in ins):
         return Decision((D,) * n_out, DispatchMode.FCOMPUTE)
     derived = _derived_elemwise(op, p, ins)
@@ -71,7 +73,7 @@ def _derived_elemwise(op: OpDef, p: Any, ins: tuple[SType, ...]) -> Decision | N
     if op.expr is None or len(ins) != 1 or op.reference is None or op.num_outputs(p) != 1:
         return None
     if zero_preserving(op, p):
-        return Decision((ins[0],), DispatchMode.FCOMPUTE_EX, "map_values")
+        return Decision((ins[0],), DispatchMode.FCOMPUTE_EX, map_values)
     return None
 
 
@@ -113,16 +115,14 @@ def zero_gradient_preserving(op: OpDef, p: Any) -> bool:
 
 
 def _zero_grad(op: OpDef, p: Any) -> bool:
-    from nnsym.ndarray.ndarray import NDArray, invoke
-
     n_in = op.num_inputs(p)
     samples = np.array([-2.5, -1.0, -0.5, 0.0, 0.25, 0.5, 1.0, 2.5])
+    env = runtime_env()
     with np.errstate(all="ignore"):
         for dt in (np.float32, np.float64):
-            ins = [NDArray(np.zeros(samples.size, dt))] + [
-                NDArray(samples.astype(dt)) for _ in range(n_in - 1)]
+            ins = [np.zeros(samples.size, dt)] + [samples.astype(dt) for _ in range(n_in - 1)]
             try:
-                y = invoke(op, ins, p.to_attrs(), storage_rules=False)[0].asnumpy()
+                y = env.dense(op, p.to_attrs(), ins)[0]
             except Exception:  # no dense answer (e.g. the numpy backend): keep the fallback
                 return False
             if not (y == 0).all():

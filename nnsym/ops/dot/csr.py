@@ -21,12 +21,16 @@ Functions and their MXNet counterparts:
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from nnsym.ir import native
 from nnsym.ir.spec import ctype
+from nnsym.ir.storage import Csr, Env, Rsp, Storage, StorageCall
+from nnsym.ops.common.storage import dense_to, to_dense
+from nnsym.types import SType
 
 DTYPES = ("float32", "float64")
 REQS = ("write", "add")
@@ -309,3 +313,85 @@ def serves(*arrays: np.ndarray) -> bool:
     one dtype of ``DTYPES``); otherwise callers take their numpy/scipy path."""
     dts = {np.dtype(a.dtype).name for a in arrays}
     return native.loader().available() and len(dts) == 1 and dts.pop() in DTYPES
+
+
+# ---------------------------------------------------------------------------------------------
+# Storage kernels of dot and its gradient (named by their storage-type rules in dot.py)
+
+
+def dot_storage(env: Env, call: StorageCall, ins: Sequence[Storage]) -> list[Any]:
+    """dot with a csr operand: the C kernels above where they serve the operands, else
+    scipy.sparse. ``csr . dense`` writes straight into a dense target."""
+    a, b = ins
+    p = call.params
+    shape = tuple(call.out_shapes[0])
+    if serves(a.data if isinstance(a, (Csr, Rsp)) else a,
+              b.data if isinstance(b, (Csr, Rsp)) else b):
+        if isinstance(a, Csr):
+            ad, ai, ap, ash = a.data, a.indices, a.indptr, (a.shape[0], a.shape[1])
+            if isinstance(b, Rsp):
+                r: Any = csr_dot_rsp(ad, ai, ap, ash, b.data, b.indices, tuple(b.shape),
+                                transpose_a=bool(p.transpose_a))
+                return [Rsp(r[0], r[1], shape) if isinstance(r, tuple) else r.reshape(shape)]
+            assert isinstance(b, np.ndarray)
+            if p.transpose_a:
+                r = csr_t_dot_dense(ad, ai, ap, ash, b)
+                return [Rsp(r[0], r[1], shape) if isinstance(r, tuple) else r.reshape(shape)]
+            t = call.target(0)
+            if (isinstance(t, np.ndarray) and t.flags.c_contiguous and t.flags.writeable
+                    and not np.may_share_memory(t, b)):
+                csr_dot_dense(ad, ai, ap, ash, b, out=t.reshape((a.shape[0], *b.shape[1:])))
+                return [t]
+            return [csr_dot_dense(ad, ai, ap, ash, b).reshape(shape)]
+        assert isinstance(b, Csr) and isinstance(a, np.ndarray)
+        v, ix, ip = dense_dot_csr(a, b.data, b.indices, b.indptr, (b.shape[0], b.shape[1]))
+        return [Csr(v, ix, ip, shape)]
+    dt = call.out_dtypes[0]
+    if isinstance(a, Csr):
+        rhs = to_dense(b)
+        if p.transpose_a:
+            rows = np.unique(a.indices)
+            res = _csr_matmul(a, rhs, transpose=True).astype(dt)
+            vals = np.ascontiguousarray(res[rows]).reshape((rows.size, *shape[1:]))
+            return [Rsp(vals, rows.astype(np.int64), shape)]
+        return [np.ascontiguousarray(_csr_matmul(a, rhs).astype(dt).reshape(shape))]
+    assert isinstance(b, Csr) and isinstance(a, np.ndarray)
+    res = _csr_matmul(b, a.T, transpose=True).T.astype(dt)
+    return [dense_to(np.ascontiguousarray(res), SType.CSR)]
+
+
+def backward_dot_csr(env: Env, call: StorageCall, ins: Sequence[Storage]) -> list[Any]:
+    """Gradients of ``dot(csr, W)``: lhs_grad = ograd . W^T (dense; skipped when nothing reads
+    it), rhs_grad = csr^T . ograd (row_sparse)."""
+    ograd, lhs, rhs = ins
+    assert isinstance(lhs, Csr)
+    g = to_dense(ograd)
+    res: list[Any] = [None, None]
+    if not call.skipped(0):
+        w = to_dense(rhs)
+        res[0] = np.ascontiguousarray(
+            (g.reshape(g.shape[0], -1) @ w.reshape(w.shape[0], -1).T).astype(
+                call.out_dtypes[0], copy=False))
+    shape1 = tuple(call.out_shapes[1])
+    if serves(lhs.data, g):
+        v, ix = csr_t_dot_dense(lhs.data, lhs.indices, lhs.indptr,
+                                (lhs.shape[0], lhs.shape[1]), g)
+    else:
+        full = _csr_matmul(lhs, g.reshape(g.shape[0], -1), transpose=True).astype(
+            call.out_dtypes[1])
+        ix = np.unique(lhs.indices).astype(np.int64)
+        v = np.ascontiguousarray(full[ix])
+    res[1] = Rsp(np.ascontiguousarray(v).reshape((ix.size, *shape1[1:])), ix, shape1)
+    return res
+
+
+def _csr_matmul(a: Csr, rhs: np.ndarray, transpose: bool = False) -> np.ndarray:
+    """``a @ rhs`` (or ``a.T @ rhs``) in numpy, for the dtypes the C kernels do not serve;
+    ``rhs`` is 2-D (or 1-D)."""
+    r2 = rhs.reshape(rhs.shape[0], -1)
+    rows = np.repeat(np.arange(a.shape[0], dtype=np.int64), np.diff(a.indptr))
+    src, dst = (rows, a.indices) if transpose else (a.indices, rows)
+    n_out = a.shape[1] if transpose else a.shape[0]
+    out = np.zeros((n_out, r2.shape[1]), np.result_type(a.data, r2))
+    np.add.at(out, dst, a.data[:, None] * r2[src])
+    return out.reshape((n_out, *rhs.shape[1:]))

@@ -21,6 +21,8 @@ from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, Lowered, size
 from nnsym.ops.common.grad import node_gradient
 from nnsym.ops.common.lowering import gemm_launch
+from nnsym.ops.common.storage import dense_result
+from nnsym.ops.dot.csr import backward_dot_csr, dot_storage
 from nnsym.types import DispatchMode, Shape, SType, shape_str
 
 STYPES = ("default", "row_sparse", "csr")
@@ -172,15 +174,15 @@ _D, _R, _C = SType.DEFAULT, SType.ROW_SPARSE, SType.CSR
 _EX = DispatchMode.FCOMPUTE_EX
 DOT_STYPE_RULES = (
     StypeRule((_C, _D), (_R,), _EX, when=lambda p: p.transpose_a and not p.transpose_b,
-              compute="dot"),
+              kernel=dot_storage),
     StypeRule((_C, _D), (_D,), _EX, when=lambda p: not p.transpose_a and not p.transpose_b,
-              compute="dot"),
+              kernel=dot_storage),
     StypeRule((_C, _R), (_R,), _EX, when=lambda p: p.transpose_a and not p.transpose_b,
-              compute="dot"),
+              kernel=dot_storage),
     StypeRule((_C, _R), (_D,), _EX, when=lambda p: not p.transpose_a and not p.transpose_b,
-              compute="dot"),
+              kernel=dot_storage),
     StypeRule((_D, _C), (_C,), _EX, when=lambda p: not p.transpose_a and not p.transpose_b,
-              compute="dot"),
+              kernel=dot_storage),
     StypeRule((_D, _C), (_C,), DispatchMode.FALLBACK),
 )
 
@@ -190,13 +192,13 @@ DOT_STYPE_RULES = (
 # dense kernel on densified operands by design (MXNet's Ex kernels, no fallback warning).
 BACKWARD_DOT_STYPE_RULES = (
     StypeRule((_D, _C, _D), (_D, _R), _EX, when=lambda p: not p.transpose_a and not p.transpose_b,
-              compute="backward_dot_csr"),
+              kernel=backward_dot_csr),
     StypeRule((_D, _C, _R), (_D, _R), _EX, when=lambda p: not p.transpose_a and not p.transpose_b,
-              compute="backward_dot_csr"),
+              kernel=backward_dot_csr),
     StypeRule((_D, _C, _D), (_D, _D), _EX, when=lambda p: p.transpose_a and not p.transpose_b,
-              compute="dense_result"),
+              kernel=dense_result),
     StypeRule((_D, _D, _C), (_D, _D), _EX, when=lambda p: not p.transpose_a and not p.transpose_b,
-              compute="dense_result"),
+              kernel=dense_result),
 )
 
 DOT = register(

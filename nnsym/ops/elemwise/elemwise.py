@@ -43,6 +43,7 @@ from nnsym.ir.opdef import (
 )
 from nnsym.ir.params import NoParams, Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ir.storage import StorageKernel
 from nnsym.ops.common.exprs import BINARY as BINARY
 from nnsym.ops.common.exprs import BINARY_BY_NAME as BINARY_BY_NAME
 from nnsym.ops.common.exprs import (
@@ -65,6 +66,8 @@ from nnsym.ops.common.exprs import (
 )
 from nnsym.ops.common.exprs import kernel_expr as kernel_expr
 from nnsym.ops.common.grad import binary_gradient, pass_through, unary_gradient
+from nnsym.ops.common.storage import dense_result
+from nnsym.ops.elemwise.sparse import add_n_rsp, binary_storage_kernel
 from nnsym.types import DispatchMode, SType
 
 
@@ -308,32 +311,35 @@ def _scalar_examples(row: ScalarOp) -> tuple[Example, ...]:
 
 
 # Storage-type tables of the same-shape binary operators (MXNET-FACTS 4.6). Pairs not listed
-# fall back to dense; ``binary`` is the merge/intersection kernel family of nnsym.sparse.
+# fall back to dense; ``binary`` is the storage kernel of ``elemwise/sparse.py`` (merges over
+# the union or intersection of the stored coordinates, or the sparse operand's pattern).
 _EX = DispatchMode.FCOMPUTE_EX
 _D, _R, _C = SType.DEFAULT, SType.ROW_SPARSE, SType.CSR
+binary = binary_storage_kernel(
+    lambda op, dt: kernel_expr(op.name, BINARY_BY_NAME[op.name].expr, dt))
 
 
-def _rows(*rows: tuple[tuple[SType, SType], SType, DispatchMode, str | None]) -> tuple:
-    return tuple(StypeRule(ins, (out,), mode, compute=c) for ins, out, mode, c in rows)
+def _rows(*rows: tuple[tuple[SType, SType], SType, DispatchMode, StorageKernel | None]) -> tuple:
+    return tuple(StypeRule(ins, (out,), mode, kernel=k) for ins, out, mode, k in rows)
 
 
 _ADD_SUB_RULES = _rows(
-    ((_R, _R), _R, _EX, "binary"), ((_C, _C), _C, _EX, "binary"),
-    ((_D, _C), _D, _EX, "binary"), ((_C, _D), _D, _EX, "binary"),
-    ((_D, _R), _D, _EX, "binary"), ((_R, _D), _D, _EX, "binary"),
+    ((_R, _R), _R, _EX, binary), ((_C, _C), _C, _EX, binary),
+    ((_D, _C), _D, _EX, binary), ((_C, _D), _D, _EX, binary),
+    ((_D, _R), _D, _EX, binary), ((_R, _D), _D, _EX, binary),
 )
 BINARY_STYPE_RULES: dict[str, tuple[StypeRule, ...]] = {
     "elemwise_add": _ADD_SUB_RULES,
     "elemwise_sub": _ADD_SUB_RULES,
     "elemwise_mul": _rows(
-        ((_R, _R), _R, _EX, "binary"), ((_C, _C), _C, _EX, "binary"),
-        ((_R, _D), _R, _EX, "binary"), ((_D, _R), _R, _EX, "binary"),
-        ((_C, _D), _C, _EX, "binary"), ((_D, _C), _C, _EX, "binary"),
+        ((_R, _R), _R, _EX, binary), ((_C, _C), _C, _EX, binary),
+        ((_R, _D), _R, _EX, binary), ((_D, _R), _R, _EX, binary),
+        ((_C, _D), _C, _EX, binary), ((_D, _C), _C, _EX, binary),
     ),
     # division: a dense operand makes the whole result dense; MXNet densifies the sparse one
     # silently (fcompute), as here.
     "elemwise_div": _rows(
-        ((_R, _R), _D, _EX, "binary"),
+        ((_R, _R), _D, _EX, binary),
         ((_D, None), _D, DispatchMode.FCOMPUTE, None),  # type: ignore[arg-type]
         ((None, _D), _D, DispatchMode.FCOMPUTE, None),  # type: ignore[arg-type]
     ),
@@ -470,7 +476,7 @@ QUADRATIC = register(
 # s == 0 keeps the storage type through the elementwise derivation).
 _SCALAR_STYPE_RULES = {
     name: tuple(StypeRule((st,), (SType.DEFAULT,), DispatchMode.FCOMPUTE_EX,
-                          when=lambda p: p.scalar != 0, compute="dense_result")
+                          when=lambda p: p.scalar != 0, kernel=dense_result)
                 for st in (SType.ROW_SPARSE, SType.CSR))
     for name in ("_plus_scalar", "_minus_scalar")
 }
@@ -525,7 +531,7 @@ BINARY_OPS: dict[str, OpDef] = {
 # than 4 inputs with any dense one -> dense, computed directly).
 ADD_N_RULES = tuple(
     StypeRule((SType.ROW_SPARSE,) * n, (SType.ROW_SPARSE,), DispatchMode.FCOMPUTE_EX,
-              compute="add_n_rsp") for n in range(1, 9)
+              kernel=add_n_rsp) for n in range(1, 9)
 )
 
 ADD_N = register(

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, StypeRule, register
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ir.storage import Env, Rsp, Storage, StorageCall
 from nnsym.ops.common.grad import node_gradient
+from nnsym.ops.common.storage import dense_result, to_dense
 from nnsym.types import DispatchMode, SType
 
 # MXNet also accepts bfloat16, which numpy (and so nnsym) has no dtype for.
@@ -84,6 +88,29 @@ def embedding_backward_lowering(call: KernelCall) -> Lowered:
     return Lowered((Launch(spec, ia=(size(call.in_shapes[1]), p.output_dim, p.input_dim)),))
 
 
+def embedding_grad_rsp(env: Env, call: StorageCall, ins: Sequence[Storage]) -> list[Any]:
+    """Embedding's row_sparse weight gradient: for each distinct row looked up (indices
+    truncated and clipped as the forward does), the sum of the output-gradient rows that looked
+    it up, in lookup order."""
+    p = call.params
+    g, data = to_dense(ins[0]), to_dense(ins[1])
+    d = int(p.output_dim)
+    dt = call.out_dtypes[0]
+    idx = np.clip(np.trunc(data.reshape(-1)) if data.dtype.kind == "f" else data.reshape(-1),
+                  0, p.input_dim - 1).astype(np.int64)
+    rows = np.ascontiguousarray(g).reshape(-1, d)
+    order = np.argsort(idx, kind="stable")
+    sorted_idx = idx[order]
+    if sorted_idx.size:
+        starts = np.flatnonzero(np.r_[True, sorted_idx[1:] != sorted_idx[:-1]])
+        ids = sorted_idx[starts]
+        vals = np.add.reduceat(rows[order], starts, axis=0).astype(dt, copy=False)
+    else:
+        ids = np.zeros(0, np.int64)
+        vals = np.zeros((0, d), dt)
+    return [Rsp(np.ascontiguousarray(vals), ids, tuple(call.out_shapes[0]))]
+
+
 BACKWARD_EMBEDDING = register(
     OpDef(
         name="_backward_Embedding",
@@ -97,7 +124,7 @@ BACKWARD_EMBEDDING = register(
         stype_rules=(
             StypeRule((SType.DEFAULT, SType.DEFAULT), (SType.ROW_SPARSE,),
                       DispatchMode.FCOMPUTE_EX, when=lambda p: p.sparse_grad,
-                      compute="embedding_grad_rsp"),
+                      kernel=embedding_grad_rsp),
         ),
         differentiable=False,
         doc="Gradient of Embedding's weight: output-gradient rows summed into the rows looked "
@@ -123,7 +150,7 @@ EMBEDDING = register(
         # a row_sparse weight is looked up directly (its absent rows are zeros)
         stype_rules=(
             StypeRule((SType.DEFAULT, SType.ROW_SPARSE), (SType.DEFAULT,),
-                      DispatchMode.FCOMPUTE_EX, compute="dense_result"),
+                      DispatchMode.FCOMPUTE_EX, kernel=dense_result),
         ),
         aliases=("_npx_embedding", "_sparse_Embedding"),
         sparse=True,

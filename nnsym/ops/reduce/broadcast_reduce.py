@@ -47,6 +47,7 @@ from nnsym.ops.common.lowering import (
     reduce_out_shape,
     strided_lowering,
 )
+from nnsym.ops.reduce.sparse import sum_csr
 from nnsym.types import DispatchMode, SType, shape_str
 
 Array = np.ndarray
@@ -648,7 +649,7 @@ BROADCAST_AXIS = register(
 _SUM_STYPE_RULES = (
     StypeRule((SType.CSR,), (SType.DEFAULT,), DispatchMode.FCOMPUTE_EX,
               when=lambda p: p.axis is not None and len(p.axis) == 1 and not p.exclude,
-              compute="sum_csr"),
+              kernel=sum_csr),
 )
 
 REDUCE_OPS: dict[str, OpDef] = {

@@ -43,6 +43,7 @@ from nnsym.ir.params import NoParams, Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.common.grad import backward_node, no_gradient, node_gradient, pass_through
 from nnsym.ops.common.lowering import c_strides, copy_lowering, elem_dtype, strided_lowering
+from nnsym.ops.common.storage import zeros_of_input_stype
 from nnsym.types import DispatchMode, Shape, SType, shape_str
 
 Dims = list[int | None]
@@ -1447,7 +1448,8 @@ ZEROS_LIKE = _copy_like(
     lambda p, x: np.zeros_like(x),
     "An array of zeros shaped like the input.",
     kernels={DENSE: fill_lowering(0)},
-    stype_rules=tuple(StypeRule((st,), ("in0",), DispatchMode.FCOMPUTE_EX, compute="zeros_like")
+    stype_rules=tuple(StypeRule((st,), ("in0",), DispatchMode.FCOMPUTE_EX,
+                                kernel=zeros_of_input_stype)
                       for st in (SType.ROW_SPARSE, SType.CSR)),
     grad=no_gradient,
     ignore_inputs=(0,),

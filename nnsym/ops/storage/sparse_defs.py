@@ -2,7 +2,8 @@
 (with their gradients ``_backward_sparse_retain`` and ``_backward_square_sum``).
 
 Storage types and dispatch follow MXNet 1.9.1 (MXNET-FACTS 4.6); the storage-specialised
-implementations (``fcompute_ex``) run ``nnsym.sparse``'s C kernels. Every operator also has a
+kernels (``fcompute_ex``, at the end of this module) run the C kernels of
+``nnsym.ops.common.sparse``. Every operator also has a
 dense kernel, so graphs and the dense paths of the registry tests run it like any other.
 
 Deliberate differences from MXNet, each a case where MXNet refuses or misbehaves:
@@ -26,6 +27,7 @@ Deliberate differences from MXNet, each a case where MXNet refuses or misbehaves
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,20 +47,84 @@ from nnsym.ir.opdef import (
 )
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ir.storage import Env, Rsp, Storage, StorageCall
 from nnsym.ops.common import sparse as sparse_kernels
 from nnsym.ops.common.exprs import broadcast_rows
 from nnsym.ops.common.grad import node_gradient, pass_through
 from nnsym.ops.common.lowering import copy_lowering, reduce_out_shape
+from nnsym.ops.common.storage import convert, copy_storage, to_dense
 from nnsym.types import DispatchMode, SType, shape_str
 
 D, R, C = SType.DEFAULT, SType.ROW_SPARSE, SType.CSR
 EX_MODE = DispatchMode.FCOMPUTE_EX
 STYPES = ("default", "row_sparse", "csr")
-# Names of the fcompute_ex implementations below in nnsym.ndarray.sparse_ops.EX.
-CAST_EX = "sparse_defs.cast_storage"
-RETAIN_EX = "sparse_defs.retain"
-SQUARE_SUM_EX = "sparse_defs.square_sum"
-SQUARE_SUM_BACKWARD_EX = "sparse_defs.square_sum_backward"
+
+# ---------------------------------------------------------------------------------------------
+# Storage kernels (named by the storage-type rules below)
+
+
+def cast_storage_kernel(env: Env, call: StorageCall, ins: Sequence[Storage]) -> list[Any]:
+    """The input in the decided storage type (a copy when it already is)."""
+    res = convert(ins[0], call.out_stypes[0])
+    return [copy_storage(res) if res is ins[0] else res]
+
+
+def sparse_retain_kernel(env: Env, call: StorageCall, ins: Sequence[Storage]) -> list[Any]:
+    """row_sparse data: its stored rows among the listed ids. Dense data (the gradient): every
+    listed row in range."""
+    data, indices = ins
+    shape = tuple(data.shape)
+    ids = retained_ids(to_dense(indices), shape[0])
+    if isinstance(data, Rsp):
+        if sparse_kernels.serves(data.data.dtype):
+            vals, kept = sparse_kernels.rsp_retain(data.data, data.indices, ids, shape)
+        else:
+            hit = np.isin(data.indices, ids)
+            vals, kept = data.data[hit], data.indices[hit]
+        return [Rsp(np.ascontiguousarray(vals), np.ascontiguousarray(kept), shape)]
+    vals = np.ascontiguousarray(to_dense(data)[ids])
+    return [Rsp(vals, ids, shape)]
+
+
+def square_sum_kernel(env: Env, call: StorageCall, ins: Sequence[Storage]) -> list[Any]:
+    a = ins[0]
+    assert isinstance(a, Rsp)
+    p = call.params
+    axis, dt = p.reduced_axis, call.out_dtypes[0]
+    out_shape = tuple(call.out_shapes[0])
+    if sparse_kernels.serves(a.data.dtype):
+        st, res = sparse_kernels.rsp_square_sum(a.data, a.indices, a.shape, axis, p.keepdims)
+        if st == "row_sparse":
+            return [Rsp(res[0], res[1], out_shape)]
+        return [np.ascontiguousarray(res.reshape(out_shape))]
+    v = a.data.astype(np.float64 if dt.kind == "f" else np.int64)
+    sums = np.sum(v * v, axis=axis)  # per stored row (axis 1) or per column (axis 0)
+    if axis == 1 and p.keepdims:
+        return [Rsp(np.ascontiguousarray(sums.astype(dt).reshape(-1, 1)), a.indices.copy(),
+                    out_shape)]
+    if axis == 1:
+        dense = np.zeros(a.shape[0], dt)
+        dense[a.indices] = sums.astype(dt)
+        return [dense.reshape(out_shape)]
+    return [np.ascontiguousarray(sums.astype(dt).reshape(out_shape))]
+
+
+def square_sum_backward_kernel(env: Env, call: StorageCall,
+                               ins: Sequence[Storage]) -> list[Any]:
+    """2 * x * g over the data's stored rows (g read at those rows, or along the columns)."""
+    g_arr, a = ins
+    assert isinstance(a, Rsp)
+    dt = call.out_dtypes[0]
+    ct = np.dtype(np.float32) if dt == np.float16 else dt  # the dense kernel's compute type
+    g = to_dense(g_arr).astype(ct)
+    x = a.data.astype(ct)
+    if call.params.reduced_axis == 1:
+        w = g.reshape(-1)[a.indices].reshape(-1, 1)
+    else:
+        w = g.reshape(1, -1)
+    vals = (2 * x * w).astype(dt)
+    return [Rsp(np.ascontiguousarray(vals), a.indices.copy(), a.shape)]
+
 
 # ---------------------------------------------------------------------------------------------
 # cast_storage
@@ -90,7 +156,7 @@ def _stype_is(st: SType) -> Any:
 
 # Every pair but dense -> dense (no rule: the dense kernel, a copy) is fcompute_ex.
 CAST_STORAGE_RULES = tuple(
-    StypeRule((src,), (dst,), EX_MODE, when=_stype_is(dst), compute=CAST_EX)
+    StypeRule((src,), (dst,), EX_MODE, when=_stype_is(dst), kernel=cast_storage_kernel)
     for src in (D, R, C) for dst in (D, R, C) if (src, dst) != (D, D)
 )
 
@@ -180,8 +246,8 @@ BACKWARD_SPARSE_RETAIN = register(OpDef(
     kernels={DENSE: Kernel(retain_lowering)},
     # MXNet: a dense output gradient gives a row_sparse data gradient (fcompute_ex).
     stype_rules=(
-        StypeRule((D, None), (R,), EX_MODE, compute=RETAIN_EX),
-        StypeRule((R, None), (R,), EX_MODE, compute=RETAIN_EX),
+        StypeRule((D, None), (R,), EX_MODE, kernel=sparse_retain_kernel),
+        StypeRule((R, None), (R,), EX_MODE, kernel=sparse_retain_kernel),
     ),
     differentiable=False,
     doc="Gradient of _sparse_retain: the output gradient's rows at the listed ids.",
@@ -194,7 +260,7 @@ SPARSE_RETAIN = register(OpDef(
     infer_type=retain_type,
     reference=retain_reference,
     kernels={DENSE: Kernel(retain_lowering)},
-    stype_rules=(StypeRule((R, None), (R,), EX_MODE, compute=RETAIN_EX),),
+    stype_rules=(StypeRule((R, None), (R,), EX_MODE, kernel=sparse_retain_kernel),),
     grad=node_gradient(BACKWARD_SPARSE_RETAIN, lambda n: [n.inputs[1]], to_inputs=(0,)),
     doc="Keeps the rows of ``data`` whose ids are listed in ``indices`` (row_sparse data gives "
         "a row_sparse result holding the listed rows it stores; dense data gives a dense "
@@ -312,7 +378,7 @@ BACKWARD_SQUARE_SUM = register(OpDef(
     infer_type=same_dtype,
     kernels={DENSE: Kernel(square_sum_backward_lowering)},
     # row_sparse data: a row_sparse gradient over the data's rows (MXNet's rule).
-    stype_rules=(StypeRule((None, R), (R,), EX_MODE, compute=SQUARE_SUM_BACKWARD_EX),),
+    stype_rules=(StypeRule((None, R), (R,), EX_MODE, kernel=square_sum_backward_kernel),),
     differentiable=False,
     doc="Gradient of _square_sum: 2 * data * the output gradient spread over the axis.",
 ))
@@ -325,8 +391,8 @@ SQUARE_SUM = register(OpDef(
     reference=square_sum_reference,
     kernels={DENSE: Kernel(square_sum_lowering)},
     stype_rules=(
-        StypeRule((R,), (R,), EX_MODE, when=_keeps_rows, compute=SQUARE_SUM_EX),
-        StypeRule((R,), (D,), EX_MODE, compute=SQUARE_SUM_EX),
+        StypeRule((R,), (R,), EX_MODE, when=_keeps_rows, kernel=square_sum_kernel),
+        StypeRule((R,), (D,), EX_MODE, kernel=square_sum_kernel),
     ),
     grad=node_gradient(BACKWARD_SQUARE_SUM, lambda n: [n.inputs[0]]),
     doc="Sum of squares of a 2-D array along one axis (row_sparse input: axis 1 with keepdims "
@@ -346,119 +412,3 @@ SQUARE_SUM = register(OpDef(
     bad_params=({}, {"axis": (0, 1)}, {"axis": 2}, {"axis": -3}, {"keepdims": "maybe"},
                 {"axis": ()}),
 ))
-
-# ---------------------------------------------------------------------------------------------
-# fcompute_ex implementations (the ``compute`` names above), registered into
-# ``nnsym.ndarray.sparse_ops.EX`` by ``register_ex_implementations``.
-
-
-def _kernels(dtype: Any) -> Any:
-    """``nnsym.ops.common.sparse`` where its C kernels serve this dtype, else None (numpy)."""
-    return sparse_kernels if sparse_kernels.serves(dtype) else None
-
-
-def _numpy(a: Any) -> np.ndarray:
-    """An NDArray's values as numpy (a dense array's own buffer; a sparse one densified)."""
-    from nnsym.ndarray.ndarray import NDArray
-
-    return a._data if type(a) is NDArray else a.asnumpy()  # type: ignore[no-any-return]
-
-
-def _cast_storage_ex(op: OpDef, p: Any, raw: dict[str, Any], ins: list[Any], dec: Any,
-                     out_s: list[Any], out_t: list[Any], targets: Any = None) -> list[Any]:
-    from nnsym.ndarray.sparse import cast_storage
-
-    return [cast_storage(ins[0], p.stype)]
-
-
-def _sparse_retain_ex(op: OpDef, p: Any, raw: dict[str, Any], ins: list[Any], dec: Any,
-                      out_s: list[Any], out_t: list[Any], targets: Any = None) -> list[Any]:
-    """row_sparse data: its stored rows among the listed ids. Dense data (the gradient): every
-    listed row in range."""
-    from nnsym.ndarray.sparse import RowSparseNDArray
-
-    data, indices = ins
-    shape = tuple(data.shape)
-    ids = retained_ids(_numpy(indices), shape[0])
-    if isinstance(data, RowSparseNDArray):
-        k = _kernels(data._values.dtype)
-        if k is not None:
-            vals, kept = k.rsp_retain(data._values, data._indices, ids, shape)
-        else:
-            hit = np.isin(data._indices, ids)
-            vals, kept = data._values[hit], data._indices[hit]
-        return [RowSparseNDArray(np.ascontiguousarray(vals), np.ascontiguousarray(kept), shape,
-                                 data.context)]
-    vals = np.ascontiguousarray(_numpy(data)[ids])
-    return [RowSparseNDArray(vals, ids, shape, data.context)]
-
-
-def _square_sum_ex(op: OpDef, p: Any, raw: dict[str, Any], ins: list[Any], dec: Any,
-                   out_s: list[Any], out_t: list[Any], targets: Any = None) -> list[Any]:
-    from nnsym.ndarray.ndarray import NDArray
-    from nnsym.ndarray.sparse import RowSparseNDArray
-
-    a = ins[0]
-    assert isinstance(a, RowSparseNDArray)
-    axis, ctx, dt = p.reduced_axis, a.context, np.dtype(out_t[0])
-    out_shape = tuple(out_s[0])
-    k = _kernels(a._values.dtype)
-    if k is not None:
-        st, res = k.rsp_square_sum(a._values, a._indices, a.shape, axis, p.keepdims)
-        if st == "row_sparse":
-            return [RowSparseNDArray(res[0], res[1], out_shape, ctx)]
-        return [NDArray(np.ascontiguousarray(res.reshape(out_shape)), ctx)]
-    v = a._values.astype(np.float64 if dt.kind == "f" else np.int64)
-    sums = np.sum(v * v, axis=axis)  # per stored row (axis 1) or per column (axis 0)
-    if axis == 1 and p.keepdims:
-        return [RowSparseNDArray(np.ascontiguousarray(sums.astype(dt).reshape(-1, 1)),
-                                 a._indices.copy(), out_shape, ctx)]
-    if axis == 1:
-        dense = np.zeros(a.shape[0], dt)
-        dense[a._indices] = sums.astype(dt)
-        return [NDArray(dense.reshape(out_shape), ctx)]
-    return [NDArray(np.ascontiguousarray(sums.astype(dt).reshape(out_shape)), ctx)]
-
-
-def _square_sum_backward_ex(op: OpDef, p: Any, raw: dict[str, Any], ins: list[Any], dec: Any,
-                            out_s: list[Any], out_t: list[Any],
-                            targets: Any = None) -> list[Any]:
-    """2 * x * g over the data's stored rows (g read at those rows, or along the columns)."""
-    from nnsym.ndarray.sparse import RowSparseNDArray
-
-    g_arr, a = ins
-    assert isinstance(a, RowSparseNDArray)
-    dt = np.dtype(out_t[0])
-    ct = np.dtype(np.float32) if dt == np.float16 else dt  # the dense kernel's compute type
-    g = _numpy(g_arr).astype(ct)
-    x = a._values.astype(ct)
-    if p.reduced_axis == 1:
-        w = g.reshape(-1)[a._indices].reshape(-1, 1)
-    else:
-        w = g.reshape(1, -1)
-    vals = (2 * x * w).astype(dt)
-    return [RowSparseNDArray(np.ascontiguousarray(vals), a._indices.copy(), a.shape, a.context)]
-
-
-_EX_IMPLS = {
-    CAST_EX: _cast_storage_ex,
-    RETAIN_EX: _sparse_retain_ex,
-    SQUARE_SUM_EX: _square_sum_ex,
-    SQUARE_SUM_BACKWARD_EX: _square_sum_backward_ex,
-}
-
-
-def register_ex_implementations() -> None:
-    """Put this module's fcompute_ex implementations into ``nnsym.ndarray.sparse_ops.EX``
-    (idempotent). Called while ``nnsym.ndarray`` initialises (``sparse_api.add_sparse_api``):
-    ``nnsym.ops`` itself is imported while ``nnsym.ndarray.ndarray`` is half-initialised, so
-    ``sparse_ops`` cannot be imported from here at import time; every path to the EX table
-    goes through ``nnsym.ndarray``, whose initialisation registers them first."""
-    from nnsym.ndarray.sparse_ops import EX, register_ex
-
-    for name, fn in _EX_IMPLS.items():
-        have = EX.get(name)
-        if have is None:
-            register_ex(name)(fn)
-        elif have is not fn:
-            raise RuntimeError(f"fcompute_ex implementation {name!r} is registered twice")
