@@ -13,15 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from nnsym.errors import NNSymError
 from nnsym.types import SType
-
-if TYPE_CHECKING:
-    from nnsym.ir.opdef import OpDef
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,7 +68,7 @@ class StorageCall:
     shape and dtype), ``None`` where there is none; ``skip`` marks outputs nobody reads (a
     kernel may return None for them)."""
 
-    op: OpDef
+    op: Any  # the OpDef (nnsym.ir.opdef imports this module)
     params: Any
     raw: Mapping[str, Any]
     out_stypes: tuple[SType, ...]
@@ -90,7 +87,7 @@ class StorageCall:
 class Env(Protocol):
     """What the runtime provides to storage kernels."""
 
-    def dense(self, op: OpDef, raw: Mapping[str, Any], arrays: Sequence[np.ndarray],
+    def dense(self, op: Any, raw: Mapping[str, Any], arrays: Sequence[np.ndarray],
               out: np.ndarray | None = None) -> list[np.ndarray]:
         """``op``'s dense kernel over numpy arrays (C-contiguous copies made where needed);
         with ``out``, the first output is written there."""
@@ -101,7 +98,7 @@ StorageKernel = Callable[[Env, StorageCall, Sequence[Storage]], list[Any]]
 
 
 class _NoEnv:
-    def dense(self, op: OpDef, raw: Mapping[str, Any], arrays: Sequence[np.ndarray],
+    def dense(self, op: Any, raw: Mapping[str, Any], arrays: Sequence[np.ndarray],
               out: np.ndarray | None = None) -> list[np.ndarray]:
         raise NNSymError("no runtime is installed to run dense kernels: import nnsym")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numbers
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -125,9 +125,7 @@ class NDArray:
             to_gpu(self.asnumpy(), other.context).copyto(other)
             return other
         if type(other) is not NDArray:  # a sparse destination keeps its storage type
-            from nnsym.ndarray.sparse import _assign
-
-            _assign(other, self)
+            _sparse().assign(other, self)
             return other
         other._data[...] = self._data.astype(other._data.dtype, copy=False)
         return other
@@ -152,9 +150,7 @@ class NDArray:
         """This array in storage type ``stype`` (a copy, or self for ``default``)."""
         if stype == "default":
             return self
-        from nnsym.ndarray.sparse import cast_storage
-
-        return cast_storage(self, stype)
+        return _sparse().cast_storage(self, stype)
 
     # ------------------------------------------------------------------ indexing
     def __getitem__(self, key: Any) -> NDArray:
@@ -256,6 +252,38 @@ _SAME_SHAPE = {
 }
 
 
+# ---------------------------------------------------------------------------------------------
+# The sparse storage types: their classes subclass NDArray (``nnsym.ndarray.sparse``), so this
+# module cannot import them; ``nnsym.ndarray.sparse_ops`` installs these entry points when it
+# is imported (``nnsym.ndarray`` imports it).
+
+
+class SparseSupport(Protocol):
+    def assign(self, dst: NDArray, src: NDArray) -> None: ...
+
+    def cast_storage(self, a: NDArray, stype: str) -> NDArray: ...
+
+    def array(self, source: Any, ctx: Context | None, dtype: Any) -> NDArray: ...
+
+    def zeros(self, stype: str, shape: Any, ctx: Context | None, dtype: Any) -> NDArray: ...
+
+    def invoke(self, op: OpDef, inputs: Sequence[NDArray], params: dict[str, Any],
+               out: Any) -> list[NDArray]: ...
+
+
+_SPARSE: list[SparseSupport] = []
+
+
+def install_sparse(support: SparseSupport) -> None:
+    _SPARSE[:] = [support]
+
+
+def _sparse() -> SparseSupport:
+    if not _SPARSE:
+        raise NNSymError("sparse storage is not loaded: import nnsym.ndarray")
+    return _SPARSE[0]
+
+
 def _index_key(key: Any) -> Any:
     if isinstance(key, NDArray):
         raise NNSymError("advanced indexing with an NDArray is not supported; use basic slices")
@@ -271,10 +299,7 @@ def array(source: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray
     the source's for numpy arrays and NDArrays, float32 otherwise (as in MXNet)."""
     if type(source) is not NDArray and (isinstance(source, NDArray) or
                                         type(source).__module__.startswith("scipy.sparse")):
-        from nnsym.ndarray import sparse
-
-        res: NDArray = sparse.array(source, ctx, dtype)
-        return res
+        return _sparse().array(source, ctx, dtype)
     if isinstance(source, NDArray):
         src = source.asnumpy() if source.context.device_type == "gpu" else source._data
         dt = dtype_of(dtype) if dtype is not None else src.dtype
@@ -314,10 +339,7 @@ def empty(shape: Any, ctx: Context | None = None, dtype: Any = "float32") -> NDA
 def zeros(shape: Any, ctx: Context | None = None, dtype: Any = "float32", **kw: Any) -> NDArray:
     stype = kw.get("stype") or "default"
     if stype != "default":
-        from nnsym.ndarray import sparse
-
-        out: NDArray = sparse.zeros(stype, shape, ctx, dtype)
-        return out
+        return _sparse().zeros(stype, shape, ctx, dtype)
     return _on(np.zeros(_shape_arg(shape), dtype_of(dtype)), ctx)
 
 
@@ -356,9 +378,7 @@ def invoke(op: OpDef | str, inputs: Sequence[NDArray], params: dict[str, Any],
                                     for t in ([out] if isinstance(out, NDArray) else out)))
             or (op.stype_rules and _sparse_from_dense(op, params, len(inputs)))):
         if all(isinstance(a, NDArray) for a in inputs):
-            from nnsym.ndarray.sparse_ops import invoke_sparse
-
-            return invoke_sparse(op, inputs, params, out)
+            return _sparse().invoke(op, inputs, params, out)
     datas = []
     for i, a in enumerate(inputs):
         if not isinstance(a, NDArray):

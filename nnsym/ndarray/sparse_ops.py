@@ -16,7 +16,8 @@ from nnsym.context import Context
 from nnsym.errors import ShapeError
 from nnsym.ir.opdef import OpDef, get_op
 from nnsym.ir.storage import Csr, Rsp, Storage
-from nnsym.ndarray.ndarray import NDArray
+from nnsym.ndarray import sparse
+from nnsym.ndarray.ndarray import NDArray, install_sparse
 from nnsym.ndarray.sparse import BaseSparseNDArray, CSRNDArray, RowSparseNDArray, _assign
 from nnsym.ops.common.stype import Decision, infer_storage, on_fallback
 from nnsym.runtime import dispatch
@@ -108,3 +109,16 @@ def _fits(targets: list[NDArray], dec: Decision, out_s: list[Any], out_t: list[A
 def op_call(name: str, inputs: Sequence[NDArray], **params: Any) -> NDArray:
     """``nd.<name>(*inputs, **params)`` for any storage types (one visible output)."""
     return invoke_sparse(get_op(name), inputs, params)[0]
+
+
+class _Support:
+    """What NDArray reaches of the sparse storage types (``install_sparse``)."""
+
+    assign = staticmethod(_assign)
+    cast_storage = staticmethod(sparse.cast_storage)
+    array = staticmethod(sparse.array)
+    zeros = staticmethod(sparse.zeros)
+    invoke = staticmethod(invoke_sparse)
+
+
+install_sparse(_Support())
