@@ -20,7 +20,7 @@ from nnsym.codegen import compiler
 from nnsym.ir.opdef import DENSE
 from nnsym.ir.spec import KernelCall
 from nnsym.ops import REGISTRY
-from nnsym.ops.shape.shape import CAST_DTYPES
+from nnsym.ops.shape.cast import CAST_DTYPES
 from nnsym.runtime.imperative import compile_call, infer_one, run_op
 from nnsym.testing import make_inputs, reference_outputs
 

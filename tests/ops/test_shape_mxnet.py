@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from nnsym.errors import NNSymError, OperatorParamError, ShapeError
 from nnsym.ir.graph import Graph, GraphAttrs
 from nnsym.ops import get_op
-from nnsym.ops.shape.shape import slice_len
+from nnsym.ops.shape.slicing import slice_len
 from nnsym.passes.infer import infer_shape
 from nnsym.testing import infer_node, make_inputs, reference_outputs, single_node_graph
 from nnsym.types import from_mx_shape, to_mx_shape

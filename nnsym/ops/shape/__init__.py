@@ -1,1 +1,14 @@
-"""Operators that move or convert elements: reshape, transpose, slice, concat, cast, ..."""
+"""Operators that move data without computing on it: reshapes, permutations, slices, joins.
+
+Reshape, Flatten, expand_dims and squeeze (``reshape``), transpose and SwapAxis (``transpose``),
+Concat and SliceChannel (``join``), slice, slice_axis and tile (``slicing``), plus the copy-like
+Cast, zeros_like, ones_like, BlockGrad and _copy (``cast``); ``helpers`` holds what they share.
+
+Shape rules follow MXNet 1.9.1's (``src/operator/tensor/matrix_op-inl.h`` and friends), including
+its quirks where a graph could observe them: Reshape does not check the total size and computes
+``-1`` at the position of the ``-1`` in ``shape`` even when ``-2``/``-4`` shifted the output
+(``(2, 3, 4)`` with ``(-2, -1)`` gives ``(2, 1, 4, 1)``), and ``tile`` with a 0 in ``reps`` leaves
+that dimension unknown. Checks that depend on the parameters alone (two free ``-1`` in a reshape,
+a transpose ``axes`` that is not a permutation, a zero slice step...) are parameter errors, raised
+when the node is made; MXNet raises them only at shape inference.
+"""

@@ -1,0 +1,297 @@
+"""Concat and SliceChannel: inputs joined along an axis, and one input split back into pieces."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from nnsym.ir.graph import Entry, Node, zeros_like
+from nnsym.ir.opdef import (
+    DENSE,
+    Example,
+    Kernel,
+    OpDef,
+    RuleError,
+    merge_shape,
+    register,
+    same_dtype,
+)
+from nnsym.ir.params import Params, field
+from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ops.common.grad import backward_node, node_gradient
+from nnsym.ops.common.lowering import elem_dtype
+from nnsym.ops.shape.helpers import _axis, _merge
+from nnsym.types import Shape, shape_str
+
+# ---------------------------------------------------------------------------------------------
+# Concat and SliceChannel
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConcatParams(Params):
+    num_args: int = field(lower=1, doc="Number of inputs to be concated.")
+    dim: int = field(default=1, doc="the dimension to be concated.")
+
+
+def concat_shape(p: ConcatParams, ins: list, outs: list) -> tuple[list, list]:
+    out = outs[0]
+    nd = next((len(s) for s in (*ins, out) if s is not None), None)
+    if nd is None:
+        return list(ins), list(outs)
+    if nd == 0:
+        raise RuleError("zero-dimensional arrays cannot be concatenated")
+    axis = _axis(p.dim, nd, "dim")
+    base: Shape = (None,) * nd
+    for s in (*ins, out):
+        if s is None:
+            continue
+        if len(s) != nd:
+            raise RuleError(
+                f"incompatible shapes: {shape_str(s)} has {len(s)} dimensions, expected {nd}"
+            )
+        other = (*s[:axis], None, *s[axis + 1 :])
+        try:
+            base = merge_shape(base, other)  # type: ignore[assignment]
+        except RuleError:
+            raise RuleError(
+                f"incompatible input shape: expected {shape_str(base)} outside dim {axis}, got "
+                f"{shape_str(s)}"
+            ) from None
+    sizes = [None if s is None else s[axis] for s in ins]
+    total = None if any(x is None for x in sizes) else sum(x for x in sizes if x is not None)
+    out_size = None if out is None else out[axis]
+    if total is None and out_size is not None:
+        missing = [i for i, x in enumerate(sizes) if x is None]
+        if len(missing) == 1:
+            rest = out_size - sum(x for x in sizes if x is not None)
+            if rest < 0:
+                raise RuleError(
+                    f"the output has {out_size} along dim {axis}, less than the known inputs' "
+                    f"{out_size - rest}"
+                )
+            sizes[missing[0]] = rest
+        total = out_size
+    elif total is not None and out_size is not None and total != out_size:
+        raise RuleError(
+            f"the inputs' sizes along dim {axis} add up to {total}, but the output has {out_size}"
+        )
+    new_ins = [(*base[:axis], x, *base[axis + 1 :]) for x in sizes]
+    return new_ins, [(*base[:axis], total, *base[axis + 1 :])]
+
+
+def _join_lowering(
+    call: KernelCall,
+    mode: str,
+    joined: tuple[int, ...],
+    pieces: Sequence[tuple[int, ...]],
+    axis: int,
+) -> Lowered:
+    """Concat/SliceChannel as (outer, inner_i) row blocks of the pieces in the joined array."""
+    outer = size(joined[:axis])
+    tail = size(joined[axis + 1 :])
+    inner = [s[axis] * tail for s in pieces]
+    if outer * sum(inner) == 0:
+        return Lowered()
+    spec = KernelSpec.make("shape/shape_join.c.j2", mode=mode, dtype=elem_dtype(call), req=call.req)
+    return Lowered((Launch(spec, (len(inner), outer, sum(inner), *inner)),))
+
+
+def concat_lowering(call: KernelCall) -> Lowered:
+    out = call.out_shapes[0]
+    return _join_lowering(call, "concat", out, call.in_shapes, call.params.dim % len(out))
+
+
+def concat_backward_lowering(call: KernelCall) -> Lowered:
+    """Split the output gradient into the pieces' gradients (SliceChannel's kernel), reading
+    only the gradient: p = [ograd, data_0..data_{k-1} (shapes only), grad_0..grad_{k-1}]."""
+    g = call.in_shapes[0]
+    k = len(call.out_shapes)
+    low = _join_lowering(call, "split", g, call.out_shapes, call.params.dim % len(g))
+    sel = (0, *range(k + 1, 2 * k + 1))
+    return Lowered(tuple(dataclasses.replace(ln, args=sel) for ln in low.launches))
+
+
+BACKWARD_CONCAT = register(
+    OpDef(
+        name="_backward_Concat",
+        params=ConcatParams,
+        inputs=lambda p: ("ograd", *(f"arg{i}" for i in range(p.num_args))),
+        outputs=lambda p: tuple(f"arg{i}_grad" for i in range(p.num_args)),
+        infer_shape=lambda p, ins, outs: (list(ins), [i or o for i, o in zip(ins[1:], outs)]),
+        infer_type=lambda p, ins, outs: (list(ins), [ins[0] or o for o in outs]),
+        ignore_inputs=lambda p: tuple(range(1, p.num_args + 1)),  # shapes only
+        kernels={DENSE: Kernel(concat_backward_lowering)},
+        differentiable=False,
+        doc="Gradient of Concat: the output gradient split back into the pieces.",
+    )
+)
+
+
+concat_grad = node_gradient(BACKWARD_CONCAT)
+
+
+CONCAT = register(
+    OpDef(
+        name="Concat",
+        aliases=("concat",),
+        params=ConcatParams,
+        inputs=lambda p: tuple(f"arg{i}" for i in range(p.num_args)),
+        key_var_num_args="num_args",
+        infer_shape=concat_shape,
+        infer_type=same_dtype,
+        sparse=True,
+        reference=lambda p, *xs: np.concatenate(xs, axis=p.dim),
+        kernels={DENSE: Kernel(concat_lowering)},
+        grad=concat_grad,
+        doc="Joins the inputs along dimension ``dim``.",
+        examples=(
+            Example(((2, 3), (2, 4)), {"num_args": 2}),
+            Example(((2, 3), (5, 3)), {"num_args": 2, "dim": 0}, dtype="float64"),
+            Example(((2, 3, 4), (2, 3, 1), (2, 3, 2)), {"num_args": 3, "dim": -1}, dtype="int32"),
+            Example(((4, 2),), {"num_args": 1, "dim": 0}),
+        ),
+        bad_params=({}, {"num_args": 0}, {"num_args": 2, "axis": 0}),
+    )
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SliceChannelParams(Params):
+    num_outputs: int = field(
+        lower=1,
+        doc="Number of splits. Note that this should evenly divide the length of the `axis`.",
+    )
+    axis: int = field(default=1, doc="Axis along which to split.")
+    squeeze_axis: bool = field(
+        default=False,
+        doc="If true, Removes the axis with length 1 from the shapes of the output arrays. "
+        "``squeeze_axis`` can be true only if ``input.shape[axis] == num_outputs``.",
+    )
+
+
+def slice_channel_shape(p: SliceChannelParams, ins: list, outs: list) -> tuple[list, list]:
+    d = ins[0]
+    n, sq = p.num_outputs, p.squeeze_axis
+    o = None
+    for s in outs:
+        o = _merge(o, s, "the outputs")  # every piece has the same shape
+    nd = len(d) if d is not None else None if o is None else len(o) + (1 if sq else 0)
+    if nd is None:
+        return list(ins), list(outs)
+    if d is not None and o is not None and len(o) != nd - (1 if sq else 0):
+        raise RuleError(f"output {shape_str(o)} does not fit a split of {shape_str(d)}")
+    axis = _axis(p.axis, nd)
+    if o is not None:
+        if sq:
+            whole = (*o[:axis], n, *o[axis:])
+        else:
+            ax = o[axis]
+            whole = (*o[:axis], None if ax is None else ax * n, *o[axis + 1 :])
+        d = _merge(d, whole, "the input and the joined outputs")
+    assert d is not None
+    ax = d[axis]
+    if ax is not None:
+        if ax % n:
+            raise RuleError(
+                f"cannot split axis {axis} of {shape_str(d)} into {n} equal parts: {n} does not "
+                f"divide {ax}"
+            )
+        if sq and ax != n:
+            raise RuleError(
+                f"with squeeze_axis=True the split axis must have size num_outputs={n}, but "
+                f"axis {axis} of {shape_str(d)} has {ax}"
+            )
+    if sq:
+        piece = (*d[:axis], *d[axis + 1 :])
+    else:
+        piece = (*d[:axis], None if ax is None else ax // n, *d[axis + 1 :])
+    return [d], [piece] * n
+
+
+def slice_channel_reference(p: SliceChannelParams, data: np.ndarray) -> tuple[np.ndarray, ...]:
+    parts = np.split(data, p.num_outputs, axis=p.axis)
+    if p.squeeze_axis:
+        parts = [np.squeeze(x, axis=p.axis) for x in parts]
+    return tuple(parts)
+
+
+def slice_channel_lowering(call: KernelCall) -> Lowered:
+    d = call.in_shapes[0]
+    axis = call.params.axis % len(d)
+    n = call.params.num_outputs
+    piece = (*d[:axis], d[axis] // n, *d[axis + 1 :])
+    return _join_lowering(call, "split", d, [piece] * n, axis)
+
+
+def slice_channel_backward_lowering(call: KernelCall) -> Lowered:
+    """Concatenate the outputs' gradients back (Concat's kernel): p = [grad_0..grad_{k-1}, dx]."""
+    d = call.out_shapes[0]
+    axis = call.params.axis % len(d)
+    n = call.params.num_outputs
+    piece = (*d[:axis], d[axis] // n, *d[axis + 1 :])
+    return _join_lowering(call, "concat", d, [piece] * n, axis)
+
+
+def slice_channel_backward_shape(p: SliceChannelParams, ins: list,
+                                 outs: list) -> tuple[list, list]:
+    """The data's shape from any known piece gradient (the pieces lie side by side)."""
+    piece = next((s for s in ins if s is not None), None)
+    if piece is None:
+        return list(ins), list(outs)
+    nd = len(piece) + (1 if p.squeeze_axis else 0)
+    axis = p.axis % nd
+    if p.squeeze_axis:
+        whole = (*piece[:axis], p.num_outputs, *piece[axis:])
+    else:
+        d = piece[axis]
+        whole = (*piece[:axis], None if d is None else d * p.num_outputs, *piece[axis + 1 :])
+    return list(ins), [whole]
+
+
+BACKWARD_SLICE_CHANNEL = register(
+    OpDef(
+        name="_backward_SliceChannel",
+        params=SliceChannelParams,
+        inputs=lambda p: tuple(f"output{i}_grad" for i in range(p.num_outputs)),
+        outputs=("data_grad",),
+        infer_shape=slice_channel_backward_shape,
+        infer_type=lambda p, ins, outs: (list(ins), [next((t for t in ins if t is not None),
+                                                          outs[0])]),
+        kernels={DENSE: Kernel(slice_channel_backward_lowering)},
+        differentiable=False,
+        doc="Gradient of SliceChannel: the outputs' gradients joined (zeros where none flows).",
+    )
+)
+
+
+def slice_channel_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
+    ins = [g if g is not None else zeros_like(Entry(node, i)) for i, g in enumerate(ograds)]
+    return [Entry(backward_node(BACKWARD_SLICE_CHANNEL, node, ins), 0)]
+
+
+SLICE_CHANNEL = register(
+    OpDef(
+        name="SliceChannel",
+        aliases=("split",),
+        params=SliceChannelParams,
+        outputs=lambda p: tuple(f"output{i}" for i in range(p.num_outputs)),
+        infer_shape=slice_channel_shape,
+        infer_type=same_dtype,
+        reference=slice_channel_reference,
+        kernels={DENSE: Kernel(slice_channel_lowering)},
+        grad=slice_channel_grad,
+        doc="Splits the input into ``num_outputs`` equal parts along ``axis``.",
+        examples=(
+            Example(((2, 6),), {"num_outputs": 3}),
+            Example(((4, 6),), {"num_outputs": 2, "axis": 0}, dtype="float64"),
+            Example(((2, 3),), {"num_outputs": 3, "squeeze_axis": True}, dtype="int32"),
+            Example(((2, 3, 4),), {"num_outputs": 2, "axis": -1}),
+            Example(((2,),), {"num_outputs": 2, "axis": 0, "squeeze_axis": True}),
+            Example(((2, 3),), {"num_outputs": 1}),
+        ),
+        bad_params=({}, {"num_outputs": 0}, {"num_outputs": 2, "squeeze_axis": "maybe"}),
+    )
+)
