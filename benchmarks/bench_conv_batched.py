@@ -1,12 +1,12 @@
-"""Convolution with several images per GEMM (nnsym/ops/nn/conv_batched.py) against the
-per-image kernels of conv.py, forward and backward (data and weight gradients written), on the
+"""Convolution with several images per GEMM (nnsym/ops/conv/conv.py's batched lowerings)
+against the per-image kernels, forward and backward (data and weight gradients written), on the
 ResNet-18 (8x3x64x64) layers of stages 1-4, a sweep of output sizes and larger outputs with few
-channels, which set conv_batched.FORWARD_MAX_P / BACKWARD_MAX_P. Each kernel is called
+channels, which set conv.FORWARD_MAX_P / BACKWARD_MAX_P. Each kernel is called
 directly on prebound pointers (no runtime overhead); the batched lowerings are timed past their
 thresholds too (the bounds lifted while lowering). Old and new alternate sample by sample, so
 a burst of load on the shared machine hits both.
 
-Usage: ``python benchmarks/bench_conv_batched.py [--quick] [--no-resnet] [--sweep] [--large]
+Usage: ``python benchmarks/bench_conv.py [--quick] [--no-resnet] [--sweep] [--large]
 [--float64]``."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from harness import environment, measure, report, row
 from nnsym.codegen import compiler
 from nnsym.ir.spec import KernelCall, Lowered
 from nnsym.ops import REGISTRY
-from nnsym.ops.conv import conv_batched
+from nnsym.ops.conv import conv
 from nnsym.ops.conv.conv import convolution_backward_lowering, convolution_lowering
 
 FFI = compiler.FFI
@@ -95,14 +95,14 @@ def layer(name: str, n: int, c: int, h: int, f: int, k: int, s: int, pd: int,
     g = rng.standard_normal((n, f, oh, oh)).astype(dt)
     fcall = KernelCall(p, (x.shape, w.shape), (dt, dt), ((n, f, oh, oh),), (dt,))
     bcall = KernelCall(p, (g.shape, x.shape, w.shape), (dt,) * 3, (x.shape, w.shape), (dt,) * 2)
-    saved = conv_batched.FORWARD_MAX_P, conv_batched.BACKWARD_MAX_P
-    conv_batched.FORWARD_MAX_P = conv_batched.BACKWARD_MAX_P = 1 << 30  # past the thresholds
+    saved = conv.FORWARD_MAX_P, conv.BACKWARD_MAX_P
+    conv.FORWARD_MAX_P = conv.BACKWARD_MAX_P = 1 << 30  # past the thresholds
     try:
-        fnew, bnew = conv_batched.batched_forward_lowering(fcall), \
-            conv_batched.batched_backward_lowering(bcall)
+        fnew, bnew = conv.batched_forward_lowering(fcall), \
+            conv.batched_backward_lowering(bcall)
         nb = fnew.launches[0].ia[-1] if fnew is not None else 1
     finally:
-        conv_batched.FORWARD_MAX_P, conv_batched.BACKWARD_MAX_P = saved
+        conv.FORWARD_MAX_P, conv.BACKWARD_MAX_P = saved
     if fnew is None or bnew is None:  # one image per block: nothing to batch
         print(f"# {name}: one image per block within the block bound, not batched")
         return []

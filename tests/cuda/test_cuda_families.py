@@ -5,7 +5,7 @@ CUDA kernel reduces in another order (block reductions, GEMM tiles: ``codegen.RE
 
 Kernels run over 3 blocks of 64 threads (grid-stride loops wrap, block reductions combine two
 warps), on random inputs; indices are drawn valid and repeating. The default run takes up to
-``SAMPLE`` distinct kernels per family, covering every (dtype, write mode) pair; the ``slow``
+``SAMPLE`` distinct kernels per family, covering every (dtype, write mode, algo); the ``slow``
 test runs every distinct kernel. ``gpu``-marked: the same against a real device."""
 
 from __future__ import annotations
@@ -26,17 +26,18 @@ def _families() -> list[str]:
     return sorted({v.family for v in cg.all_variants()} - set(cg.ELEMWISE))
 
 
-# Kernels per family in the default run: every (dtype, write mode) pair first, then the rest in
+# Kernels per family in the default run: every (dtype, write mode, algo) first, then the rest in
 # name order up to this many; the slow test runs them all.
 SAMPLE = 40
 
 
 def sample(vs: list[cg.Variant], limit: int = SAMPLE) -> list[cg.Variant]:
-    """A deterministic subset covering every (input dtype, output dtype, req) of ``vs``."""
-    seen: set[tuple[str, str, str]] = set()
+    """A deterministic subset covering every (input dtype, output dtype, req, algo) of ``vs``
+    (``algo``: the kernel a template holding several chooses, e.g. conv_forward.c.j2's)."""
+    seen: set[tuple[str, str, str, str]] = set()
     first, rest = [], []
     for v in sorted(vs, key=lambda v: v.name):
-        key = (v.in_dtype, v.out_dtype, v.req)
+        key = (v.in_dtype, v.out_dtype, v.req, str(v.ctx.get("algo", "")))
         (rest if key in seen else first).append(v)
         seen.add(key)
     return (first + rest)[: max(limit, len(first))]

@@ -1,7 +1,8 @@
-"""The batched Convolution lowerings (nnsym/ops/conv/conv_batched.py: several images per GEMM)
-against the per-image kernels of conv.py, run on the same KernelCall and pointers: groups,
-stride, pad, dilation, 1-D/2-D/3-D, bias, write/add, null gradients, batch sizes 1..9 and odd
-block splits (a small block bound forces several blocks of unequal size)."""
+"""The batched Convolution lowerings (nnsym/ops/conv/conv.py: several images per GEMM, the
+"batched" kernels of conv_forward.c.j2 / conv_backward.c.j2) against the per-image kernels,
+run on the same KernelCall and pointers: groups, stride, pad, dilation, 1-D/2-D/3-D, bias,
+write/add, null gradients, batch sizes 1..9 and odd block splits (a small block bound forces
+several blocks of unequal size)."""
 
 from __future__ import annotations
 
@@ -14,15 +15,13 @@ import pytest
 from nnsym.codegen import compiler
 from nnsym.ir.spec import KernelCall, Lowered
 from nnsym.ops import REGISTRY
-from nnsym.ops.conv import conv_batched
+from nnsym.ops.conv import conv
 from nnsym.ops.conv.conv import (
     ConvolutionParams,
-    convolution_backward_lowering,
-    convolution_lowering,
-)
-from nnsym.ops.conv.conv_batched import (
     batched_backward_lowering,
     batched_forward_lowering,
+    convolution_backward_lowering,
+    convolution_lowering,
 )
 
 CONV = REGISTRY["Convolution"]
@@ -70,7 +69,7 @@ def close(got: np.ndarray, want: np.ndarray) -> None:
 
 
 def check_forward(p: ConvolutionParams, ins: list[np.ndarray], oshape: tuple[int, ...],
-                  req: str, chunk: int = conv_batched.BATCH_CHUNK, expect_batched: bool = True
+                  req: str, chunk: int = conv.BATCH_CHUNK, expect_batched: bool = True
                   ) -> None:
     dt = ins[0].dtype
     call = KernelCall(p, tuple(a.shape for a in ins), (dt,) * len(ins), (oshape,), (dt,), req)
@@ -88,7 +87,7 @@ def check_forward(p: ConvolutionParams, ins: list[np.ndarray], oshape: tuple[int
 
 
 def check_backward(p: ConvolutionParams, ins: list[np.ndarray], oshape: tuple[int, ...],
-                   reqs: tuple[str, ...], chunk: int = conv_batched.BATCH_CHUNK) -> None:
+                   reqs: tuple[str, ...], chunk: int = conv.BATCH_CHUNK) -> None:
     dt = ins[0].dtype
     rng = np.random.default_rng(5)
     og = rng.uniform(-1, 1, oshape).astype(dt)
@@ -163,7 +162,7 @@ def test_batch_sizes_and_block_splits(dtype):
             continue
         for most in (n, 2, 3, 4):
             chunk = (k + fg) * pp * most
-            nb = conv_batched._block(n, k, fg, pp, chunk)
+            nb = conv._block(n, k, fg, pp, chunk)
             assert nb <= most and -(-n // nb) == -(-n // min(most, n))
             if nb < 2:
                 continue
@@ -188,15 +187,15 @@ def test_declines():
     assert fwd(k3, (2, 4, 4, 4), (4, 4, 3, 3), (2, 4, 4, 4), "float16") is None
     assert fwd({**k3, "layout": "NHWC"}, (2, 4, 4, 4), (4, 3, 3, 4), (2, 4, 4, 4)) is None
     assert fwd({**k3, "num_group": 4}, (2, 4, 4, 4), (4, 1, 3, 3), (2, 4, 4, 4)) is None
-    big = conv_batched.FORWARD_MAX_P + 1
+    big = conv.FORWARD_MAX_P + 1
     assert fwd(k3, (2, 4, 1, big), (4, 4, 3, 3), (2, 4, 1, big)) is None
     p, _ = CONV.parse_params({**k3, "no_bias": True})
     d = np.dtype(np.float32)
-    for big in (conv_batched.BACKWARD_MAX_P, conv_batched.BACKWARD_MAX_P + 1):
+    for big in (conv.BACKWARD_MAX_P, conv.BACKWARD_MAX_P + 1):
         shapes = ((2, 4, 1, big), (2, 4, 1, big), (4, 4, 3, 3))
         low = batched_backward_lowering(
             KernelCall(p, shapes, (d,) * 3, shapes[1:], (d,) * 2))
-        assert (low is None) == (big > conv_batched.BACKWARD_MAX_P)
+        assert (low is None) == (big > conv.BACKWARD_MAX_P)
     assert fwd(k3, (0, 4, 4, 4), (4, 4, 3, 3), (0, 4, 4, 4)) is None
 
 

@@ -483,25 +483,28 @@ def _templates(op: Any, params: dict, ins: list, outs: list, reqs=None) -> list[
     f32 = np.dtype("float32")
     call = KernelCall(p, tuple(ins), (f32,) * len(ins), tuple(outs), (f32,) * len(outs),
                       "write", reqs)
-    return [ln.spec.template for ln in op.kernels[()].lower(call).launches]
+    return [ln.spec.template + (f":{a}" if (a := ln.spec.context().get("algo")) else "")
+            for ln in op.kernels[()].lower(call).launches]
 
 
 def test_deconvolution_lowers_to_convolution_templates():
     p = {"kernel": (3, 3), "num_filter": 4, "stride": (2, 2), "no_bias": False}
     assert _templates(DECONV, p, [(2, 3, 4, 4), (3, 4, 3, 3), (4,)], [(2, 4, 9, 9)]) == [
-        "conv/conv_backward.c.j2", "conv/deconv_bias.c.j2"]
+        "conv/conv_backward.c.j2:per_image", "conv/deconv_bias.c.j2"]
     back = get_op("_backward_Deconvolution")
     ins = [(2, 4, 9, 9), (2, 3, 4, 4), (3, 4, 3, 3)]
     outs = [(2, 3, 4, 4), (3, 4, 3, 3), (4,)]
     # the data gradient is a Convolution forward (several images per GEMM for small outputs)
     assert _templates(back, p, ins, outs) == [
-        "conv/conv_batched_fwd.c.j2", "conv/conv_backward.c.j2", "conv/deconv_bias.c.j2"]
-    assert _templates(back, p, ins, outs, ("null", "write", "null")) == ["conv/conv_backward.c.j2"]
+        "conv/conv_forward.c.j2:batched", "conv/conv_backward.c.j2:per_image",
+        "conv/deconv_bias.c.j2"]
+    assert _templates(back, p, ins, outs, ("null", "write", "null")) == [
+        "conv/conv_backward.c.j2:per_image"]
     dw = {"kernel": (3, 3), "num_filter": 3, "num_group": 3}
     assert _templates(get_op("_backward_Deconvolution"), dw,
                       [(1, 3, 6, 6), (1, 3, 4, 4), (3, 1, 3, 3)],
                       [(1, 3, 4, 4), (3, 1, 3, 3)], ("write", "null")) == [
-        "conv/conv_depthwise.c.j2"]
+        "conv/conv_forward.c.j2:depthwise"]
 
 
 def test_float16_deconvolution_has_no_kernel():

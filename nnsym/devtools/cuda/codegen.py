@@ -63,10 +63,10 @@ ELEMWISE = ("unary", "binary", "backward")
 # tolerance. Every other family must agree with C bit for bit (elementwise, gather and
 # scatter-style kernels: each output element is computed in C's order by one thread).
 REORDERING: frozenset[str] = frozenset({
-    "broadcast_reduce_reduce", "broadcast_reduce_backward", "dot_gemm", "conv_im2col",
-    "conv_backward", "conv_batched_fwd", "conv_batched_bwd", "conv_depthwise", "fc_bias_grad",
-    "deconv_bias", "batch_norm", "batch_norm_backward", "softmax", "softmax_backward",
-    "softmax_output_backward", "sparse_defs_square_sum", "lrn", "lrn_backward",
+    "broadcast_reduce_reduce", "broadcast_reduce_backward", "dot_gemm", "conv_forward",
+    "conv_backward", "fc_bias_grad", "deconv_bias", "batch_norm", "batch_norm_backward",
+    "softmax", "softmax_backward", "softmax_output_backward", "sparse_defs_square_sum", "lrn",
+    "lrn_backward",
 })
 
 

@@ -1,10 +1,11 @@
 """Deconvolution (transposed convolution) over 1-D, 2-D and 3-D spatial data.
 
 Deconvolution is Convolution's data gradient: its forward runs Convolution's backward kernel
-(GEMM + col2im, ``conv_backward.c.j2`` with only the data gradient enabled), and its gradients
-are Convolution's forward (the data gradient, through ``convolution_lowering``: im2col + GEMM,
-or the direct depthwise kernel) and Convolution's weight gradient (im2col + GEMM, the same
-backward template with only the weight gradient enabled). Only the bias needs a kernel of its
+(GEMM + col2im, ``conv_backward.c.j2``'s "per_image" kernel with only the data gradient
+enabled), and its gradients are Convolution's forward (the data gradient, through
+``convolution_lowering``: im2col + GEMM, or the direct depthwise kernel) and Convolution's
+weight gradient (im2col + GEMM, the same backward kernel with only the weight gradient
+enabled). Only the bias needs a kernel of its
 own (``deconv_bias.c.j2``). The geometry maps one to one: a Deconvolution from ``C`` to ``F``
 channels with weight ``(C, F / num_group, *kernel)`` is the transpose of a Convolution from
 ``F`` to ``C`` channels whose weight is that same array.
@@ -29,14 +30,16 @@ from nnsym.ops.common.grad import node_gradient
 from nnsym.ops.conv.conv import (
     DEFAULT_LAYOUT,
     ConvolutionParams,
+    _channel_last,
     _check_lengths,
     _conform,
+    _ncx,
+    _pad3,
     convolution_lowering,
     convolution_type,
     from_ncx,
     to_ncx,
 )
-from nnsym.ops.conv.geometry import _channel_last, _ncx, _pad3
 from nnsym.types import shape_str
 
 GEMM_DTYPES = ("float32", "float64")
@@ -289,8 +292,8 @@ def _geometry(p: DeconvolutionParams, data: tuple[int, ...], out: tuple[int, ...
 
 def _col2im_spec(dt: str, cl: bool, req_x: str, req_w: str) -> KernelSpec:
     return KernelSpec.make(
-        "conv/conv_backward.c.j2", dtype=dt, req_x=req_x, req_w=req_w, req_b="null", bias=False,
-        channel_last=cl,
+        "conv/conv_backward.c.j2", algo="per_image", dtype=dt, req_x=req_x, req_w=req_w,
+        req_b="null", bias=False, channel_last=cl,
     )
 
 
