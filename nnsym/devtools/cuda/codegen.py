@@ -55,7 +55,7 @@ from nnsym.runtime.imperative import infer_one
 SHORT_NAMES: dict[str, str] = {
     "elemwise/elemwise_unary.c.j2": "unary",
     "common/elemwise_binary.c.j2": "binary",
-    "elemwise/elemwise_backward.c.j2": "backward",
+    "common/elemwise_backward.c.j2": "backward",
 }
 ELEMWISE = ("unary", "binary", "backward")
 # Families whose CUDA kernels may sum in another order than the C kernel (tree reductions in

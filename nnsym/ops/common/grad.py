@@ -109,7 +109,7 @@ def unary_gradient(name: str, expr: str | Callable[[Any], str], params: type[Par
         ux, uy = reads(call.params)
         refuse_integer_division(f"operator _backward_{name}", (expr_of(call.params),),
                                  call.out_dtypes[0])
-        spec = KernelSpec.make("elemwise/elemwise_backward.c.j2", expr=expr_of(call.params),
+        spec = KernelSpec.make("common/elemwise_backward.c.j2", expr=expr_of(call.params),
                                fparams=fparams, uses_x=ux, uses_y=uy,
                                dtype=call.out_dtypes[0].name, req=call.req)
         fa = tuple(float(getattr(call.params, f)) for f in fparams)
@@ -181,7 +181,7 @@ def binary_gradient(name: str, exprs: tuple[str, str]) -> GradFn:
         if n == 0:
             return Lowered()
         refuse_integer_division(f"operator _backward_{name}", exprs, call.out_dtypes[0])
-        spec = KernelSpec.make("elemwise/elemwise_backward2.c.j2", expr_a=exprs[0], expr_b=exprs[1],
+        spec = KernelSpec.make("common/elemwise_backward2.c.j2", expr_a=exprs[0], expr_b=exprs[1],
                                uses_y=uses_y, dtype=call.out_dtypes[0].name,
                                req_a=call.out_req(0), req_b=call.out_req(1))
         return Lowered((Launch(spec, (n,)),))

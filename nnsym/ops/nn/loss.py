@@ -304,7 +304,7 @@ def regression_backward_lowering(expr: str) -> Callable[[KernelCall], Lowered]:
         if n == 0:
             return Lowered()
         per_row = size(label) // label[0] if label and label[0] else 1
-        spec = KernelSpec.make("elemwise/elemwise_backward.c.j2", expr=expr, fparams=("scale",),
+        spec = KernelSpec.make("common/elemwise_backward.c.j2", expr=expr, fparams=("scale",),
                                uses_x=True, uses_y=False, dtype=call.out_dtypes[0].name,
                                req=call.out_req(0))
         return Lowered((Launch(spec, (n,), (call.params.grad_scale / max(per_row, 1),)),))
