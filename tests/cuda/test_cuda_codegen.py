@@ -16,8 +16,8 @@ from nnsym.cuda import source as cusrc
 from nnsym.devtools.cuda import cli as cgcli
 from nnsym.devtools.cuda import codegen as cg
 from nnsym.ir.spec import CTYPES, KernelSpec
+from nnsym.ops.elemwise.broadcast import BROADCAST
 from nnsym.ops.elemwise.elemwise import BINARY, SCALAR_OPS, UNARY, kernel_expr
-from nnsym.ops.reduce.broadcast_reduce import BROADCAST
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from hypothesis.extra import numpy as hnp
 from nnsym.errors import NNSymError, OperatorParamError, ShapeError
 from nnsym.ir.opdef import OpDef
 from nnsym.ops import get_op
+from nnsym.ops.elemwise.broadcast import BROADCAST, BROADCAST_OPS
 from nnsym.ops.elemwise.elemwise import (
     BINARY,
     BINARY_GRAD_EXPR,
@@ -28,7 +29,7 @@ from nnsym.ops.elemwise.elemwise import (
     SCALAR_OP_DEFS,
     UNARY_OPS,
 )
-from nnsym.ops.reduce.broadcast_reduce import BROADCAST, BROADCAST_OPS, REDUCE_OPS
+from nnsym.ops.reduce.broadcast_reduce import REDUCE_OPS
 from nnsym.testing import infer_node, reference_outputs
 from nnsym.types import from_mx_shape
 

@@ -22,8 +22,9 @@ from nnsym.errors import OperatorParamError
 from nnsym.ir.opdef import DENSE
 from nnsym.ir.spec import KernelCall
 from nnsym.ops import REGISTRY
+from nnsym.ops.elemwise.broadcast import BROADCAST
 from nnsym.ops.elemwise.elemwise import BINARY, SCALAR_OPS, UNARY
-from nnsym.ops.reduce.broadcast_reduce import BROADCAST, REDUCTIONS
+from nnsym.ops.reduce.broadcast_reduce import REDUCTIONS
 from nnsym.runtime.imperative import compile_call, infer_one, run_op
 from nnsym.testing import assert_close, make_inputs, prefilled, reference_as
 

@@ -1,21 +1,19 @@
-"""Scalar expressions and numpy semantics shared by the operator families.
+"""Numpy semantics and the dense two-input kernel shared by the operator families.
 
-The same-shape binary operators' table (``BINARY``: expression, gradient expressions, numpy
-reference), the numpy helpers their references are built from (C division, NaN-propagating
-max/min, MXNet's integer math), the integer-division guard of kernel expressions and the dense
-two-input elementwise kernel (numpy broadcasting allowed) with its stride rows. The elementwise
-family registers the operators; the broadcasting operators, Dropout's gradient and the sparse
-kernels reuse the expressions and the kernel.
+The numpy helpers the operators' references are built from (C division, NaN-propagating
+max/min, MXNet's integer math) and the dense two-input elementwise kernel (numpy broadcasting
+allowed, ``common/elemwise_binary.c.j2``) with its stride rows. The operators' expression tables
+live in their families (the binary ones in ``nnsym.ops.elemwise.elemwise``); the elementwise
+family's binary and broadcasting operators and Dropout's gradient run the kernel.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from nnsym.ir.opdef import Kernel
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 
 Array = np.ndarray
@@ -114,69 +112,7 @@ def exact2(fn: BinaryFn) -> BinaryFn:
 
 
 # ---------------------------------------------------------------------------------------------
-# Same-shape binary operators
-
-
-class Binary(NamedTuple):
-    name: str
-    aliases: tuple[str, ...]
-    expr: str
-    grad: tuple[str, str]  # (d lhs, d rhs) in g, a, b, y
-    ref: BinaryFn
-    doc: str
-    sparse: bool = True
-
-
-# fmt: off
-BINARY: tuple[Binary, ...] = (
-    Binary("elemwise_add", ("_add", "_plus", "_Plus"), "a + b", ("g", "g"), exact2(np.add),
-           "lhs + rhs"),
-    Binary("elemwise_sub", ("_sub", "_minus", "_Minus"), "a - b", ("g", "-g"),
-           exact2(np.subtract), "lhs - rhs"),
-    Binary("elemwise_mul", ("_mul", "_Mul"), "a * b", ("g * b", "g * a"), exact2(np.multiply),
-           "lhs * rhs"),
-    Binary("elemwise_div", ("_div", "_Div"), "a / b", ("g / b", "-g * a / (b * b)"),
-           exact2(trunc_div), "lhs / rhs (integers truncate toward zero)"),
-    Binary("_maximum", ("_Maximum",), "(a != a || a > b) ? a : b",
-           ("a >= b ? g : 0", "a < b ? g : 0"), exact2(nan_max), "max(lhs, rhs)", sparse=False),
-    Binary("_minimum", ("_Minimum",), "(a != a || a < b) ? a : b",
-           ("a <= b ? g : 0", "a > b ? g : 0"), exact2(nan_min), "min(lhs, rhs)", sparse=False),
-    Binary("_power", ("_Power",), "pow(a, b)", ("g * b * pow(a, b - 1)", "g * y * log(a)"),
-           math2(np.power), "lhs ** rhs", sparse=False),
-)
-# fmt: on
-BINARY_BY_NAME: dict[str, Binary] = {row.name: row for row in BINARY}
-
-
-def binary_reference(fn: BinaryFn) -> Callable[[Any, Array, Array], Array]:
-    return lambda p, a, b: fn(a, b)
-
-
-# ---------------------------------------------------------------------------------------------
 # Kernels
-
-# C integer division traps (SIGFPE) on a zero divisor and on INT_MIN / -1, so the integer
-# kernels of the dividing operators guard it: a zero divisor gives 0 (numpy's floor_divide gives
-# 0 too, with a warning) and -1 negates (numpy's wrap-around result).
-INT_DIV_OPERANDS: dict[str, tuple[str, str]] = {
-    "reciprocal": ("1", "x"),
-    "elemwise_div": ("a", "b"),
-    "_div_scalar": ("x", "(T)scalar"),
-    "_rdiv_scalar": ("(T)scalar", "x"),
-}
-
-
-def kernel_expr(name: str, expr: str, out_dtype: np.dtype) -> str:
-    """The expression a kernel of operator ``name`` computes for output dtype ``out_dtype``."""
-    operands = INT_DIV_OPERANDS.get(name)
-    kind = np.dtype(out_dtype).kind
-    if operands is None or kind not in "iub":
-        return expr
-    num, den = operands
-    if kind == "i":
-        return f"({den}) == 0 ? 0 : (({den}) == -1 ? -({num}) : ({num}) / ({den}))"
-    return f"({den}) == 0 ? 0 : ({num}) / ({den})"
-
 
 def _c_strides(shape: tuple[int, ...]) -> list[int]:
     st, acc = [0] * len(shape), 1
@@ -209,28 +145,26 @@ def broadcast_rows(
 _INNER = {(1, 1): "vv", (1, 0): "vs", (0, 1): "sv"}
 
 
-def binary_kernel(name: str, expr: str) -> Kernel:
-    """The dense kernel of a two-input elementwise operator (numpy broadcasting allowed)."""
-
-    def lower(call: KernelCall) -> Lowered:
-        out = call.out_shapes[0]
-        if size(out) == 0:
-            return Lowered()
-        rows = broadcast_rows(out, call.in_shapes[0], call.in_shapes[1])
-        spec = KernelSpec.make(
-            "common/elemwise_binary.c.j2",
-            expr=kernel_expr(name, expr, call.out_dtypes[0]),
-            dtype=call.in_dtypes[0].name,
-            out_dtype=call.out_dtypes[0].name,
-            req=call.req,
-            nd=len(rows),
-            inner=_INNER[rows[-1][1:]],
-        )
-        ia = (
-            *(r[0] for r in rows),
-            *(r[1] for r in rows[:-1]),
-            *(r[2] for r in rows[:-1]),
-        )
-        return Lowered((Launch(spec, ia),))
-
-    return Kernel(lower)
+def binary_lowering(call: KernelCall, expr: str) -> Lowered:
+    """The dense two-input elementwise kernel (numpy broadcasting allowed) computing the final
+    scalar expression ``expr`` (in a and b): the elementwise family's binary and broadcasting
+    operators and Dropout's gradient."""
+    out = call.out_shapes[0]
+    if size(out) == 0:
+        return Lowered()
+    rows = broadcast_rows(out, call.in_shapes[0], call.in_shapes[1])
+    spec = KernelSpec.make(
+        "common/elemwise_binary.c.j2",
+        expr=expr,
+        dtype=call.in_dtypes[0].name,
+        out_dtype=call.out_dtypes[0].name,
+        req=call.req,
+        nd=len(rows),
+        inner=_INNER[rows[-1][1:]],
+    )
+    ia = (
+        *(r[0] for r in rows),
+        *(r[1] for r in rows[:-1]),
+        *(r[2] for r in rows[:-1]),
+    )
+    return Lowered((Launch(spec, ia),))

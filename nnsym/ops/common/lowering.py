@@ -1,18 +1,16 @@
 """Lowerings and shape rules shared by the operator families.
 
 Data-moving kernels (a contiguous copy and an N-d strided copy, used by the shape family's
-operators, the broadcasting copies and the sparse defs' dense fallbacks), the batched GEMM launch
-(dot and FullyConnected), the broadcast/reduce gradient launch (broadcasting operators, PReLU and
-RReLU gradients) and the axis-reduction shape rule (reductions and their sparse variants). Their
-templates are in this package (``common/...``).
+operators, the broadcasting copies and the sparse defs' dense fallbacks), the broadcast/reduce
+gradient launch (broadcasting operators, broadcast_to, reductions, PReLU and RReLU gradients) and
+the axis-reduction shape rule (reductions and their sparse variants). Their templates are in this
+package (``common/...``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
-
-import numpy as np
 
 from nnsym.ir.opdef import RuleError
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
@@ -105,54 +103,6 @@ def strided_lowering(
     )
     ia = (in_offset, 0, *(r[0] for r in rows), *(r[1] for r in rows), *(r[2] for r in rows))
     return Lowered((Launch(spec, ia),))
-
-
-# ---------------------------------------------------------------------------------------------
-# Batched GEMM
-
-_INT32_MAX = 2**31 - 1
-
-
-def gemm_launch(
-    dtype: np.dtype,
-    req: str,
-    *,
-    batch: int,
-    m: int,
-    n: int,
-    k: int,
-    ta: bool,
-    tb: bool,
-    n_in: int = 2,
-    bias: bool = False,
-    slots: tuple[int, int, int, int] | None = None,
-) -> Launch:
-    """One common/dot_gemm.c.j2 launch: ``C_t = op(A_t) . op(B_t) (+ bias)`` for t < batch.
-
-    A_t is stored ``[m, k]`` (``[k, m]`` when ``ta``) and B_t ``[k, n]`` (``[n, k]`` when ``tb``),
-    both dense, one batch after another; C is ``[batch, m, n]``. Also used by FullyConnected.
-    ``slots`` says where A, B, C and the workspace are in the kernel's pointer list (default:
-    the inputs first, then C, then the workspace).
-    """
-    dt = np.dtype(dtype)
-    if max(m, n, k) > _INT32_MAX:
-        raise ValueError(f"matrix dimension over 2**31 - 1 ({m}, {n}, {k}): BLAS uses 32-bit ints")
-    lda = m if ta else k
-    ldb = k if tb else n
-    sa, sb = m * k, k * n
-    ws = 0
-    if dt.name == "float16":
-        ws = 4 * (batch * (sa + sb) + m * n)
-    elif dt.kind in "iub":
-        ws = 8 * (n + k)
-    sa_, sb_, sc_, sw_ = slots if slots is not None else (0, 1, n_in, n_in + 1)
-    spec = KernelSpec.make(
-        "common/dot_gemm.c.j2", dtype=dt.name, req=req, ta=ta, tb=tb, bias=bias, n_in=n_in,
-        slot_a=sa_, slot_b=sb_, slot_c=sc_, slot_ws=sw_,
-    )
-    # NOTE: BLAS rejects a leading dimension of 0 even when that matrix is empty.
-    ia = (batch, m, n, k, max(lda, 1), max(ldb, 1), sa, sb)
-    return Launch(spec, ia=ia, workspace=ws)
 
 
 # ---------------------------------------------------------------------------------------------

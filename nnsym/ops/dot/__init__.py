@@ -1,1 +1,1 @@
-"""Matrix products: dot and batch_dot."""
+"""Matrix products: dot, batch_dot and FullyConnected."""

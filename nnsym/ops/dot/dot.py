@@ -1,4 +1,5 @@
-"""dot and batch_dot: matrix products with optional transposes (MXNet's N-D semantics)."""
+"""dot and batch_dot: matrix products with optional transposes (MXNet's N-D semantics), and the
+batched GEMM launch they and FullyConnected share."""
 
 from __future__ import annotations
 
@@ -18,9 +19,8 @@ from nnsym.ir.opdef import (
     same_dtype,
 )
 from nnsym.ir.params import Params, field
-from nnsym.ir.spec import KernelCall, Lowered, size
+from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.common.grad import node_gradient
-from nnsym.ops.common.lowering import gemm_launch
 from nnsym.ops.common.storage import dense_result
 from nnsym.ops.dot.csr import backward_dot_csr, dot_storage
 from nnsym.types import DispatchMode, Shape, SType, shape_str
@@ -99,8 +99,53 @@ def dot_reference(p: DotParams, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------
-# Dense kernels: every product here is a (batched) row-major GEMM through common/dot_gemm.c.j2
-# (``nnsym.ops.common.lowering.gemm_launch``).
+# Dense kernels: every product here (and FullyConnected's, in ``fully_connected.py``) is a
+# (batched) row-major GEMM through dot_gemm.c.j2 (``gemm_launch``).
+
+_INT32_MAX = 2**31 - 1
+
+
+def gemm_launch(
+    dtype: np.dtype,
+    req: str,
+    *,
+    batch: int,
+    m: int,
+    n: int,
+    k: int,
+    ta: bool,
+    tb: bool,
+    n_in: int = 2,
+    bias: bool = False,
+    slots: tuple[int, int, int, int] | None = None,
+) -> Launch:
+    """One dot_gemm.c.j2 launch: ``C_t = op(A_t) . op(B_t) (+ bias)`` for t < batch.
+
+    A_t is stored ``[m, k]`` (``[k, m]`` when ``ta``) and B_t ``[k, n]`` (``[n, k]`` when ``tb``),
+    both dense, one batch after another; C is ``[batch, m, n]``. Also used by FullyConnected.
+    ``slots`` says where A, B, C and the workspace are in the kernel's pointer list (default:
+    the inputs first, then C, then the workspace).
+    """
+    dt = np.dtype(dtype)
+    if max(m, n, k) > _INT32_MAX:
+        raise ValueError(f"matrix dimension over 2**31 - 1 ({m}, {n}, {k}): BLAS uses 32-bit ints")
+    lda = m if ta else k
+    ldb = k if tb else n
+    sa, sb = m * k, k * n
+    ws = 0
+    if dt.name == "float16":
+        ws = 4 * (batch * (sa + sb) + m * n)
+    elif dt.kind in "iub":
+        ws = 8 * (n + k)
+    sa_, sb_, sc_, sw_ = slots if slots is not None else (0, 1, n_in, n_in + 1)
+    spec = KernelSpec.make(
+        "dot/dot_gemm.c.j2", dtype=dt.name, req=req, ta=ta, tb=tb, bias=bias, n_in=n_in,
+        slot_a=sa_, slot_b=sb_, slot_c=sc_, slot_ws=sw_,
+    )
+    # NOTE: BLAS rejects a leading dimension of 0 even when that matrix is empty.
+    ia = (batch, m, n, k, max(lda, 1), max(ldb, 1), sa, sb)
+    return Launch(spec, ia=ia, workspace=ws)
+
 
 def dot_dims(p: DotParams, a: tuple[int, ...],
              b: tuple[int, ...]) -> tuple[int, int, int, int, bool, bool]:

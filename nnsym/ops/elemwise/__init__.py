@@ -1,1 +1,2 @@
-"""Elementwise operators: unary, binary, scalar and add_n, with their scalar expressions."""
+"""Elementwise operators: unary, binary (same-shape and broadcasting), scalar and add_n, with their
+scalar expressions."""

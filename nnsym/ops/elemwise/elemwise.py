@@ -44,15 +44,11 @@ from nnsym.ir.opdef import (
 from nnsym.ir.params import NoParams, Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ir.storage import StorageKernel
-from nnsym.ops.common.exprs import BINARY as BINARY
-from nnsym.ops.common.exprs import BINARY_BY_NAME as BINARY_BY_NAME
 from nnsym.ops.common.exprs import (
     Array,
-    Binary,
     BinaryFn,
     UnaryFn,
-    binary_kernel,
-    binary_reference,
+    binary_lowering,
     exact1,
     exact2,
     math1,
@@ -64,7 +60,6 @@ from nnsym.ops.common.exprs import (
     to_dtype,
     trunc_div,
 )
-from nnsym.ops.common.exprs import kernel_expr as kernel_expr
 from nnsym.ops.common.grad import binary_gradient, pass_through, unary_gradient
 from nnsym.ops.common.storage import dense_result
 from nnsym.ops.elemwise.sparse import add_n_rsp, binary_storage_kernel
@@ -306,8 +301,42 @@ def _scalar_examples(row: ScalarOp) -> tuple[Example, ...]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Same-shape binary operators (their table, ``BINARY``, is in ``nnsym.ops.common.exprs``: the
-# broadcasting operators share it)
+# Same-shape binary operators (the broadcasting operators, in ``broadcast.py``, share the table)
+
+
+class Binary(NamedTuple):
+    name: str
+    aliases: tuple[str, ...]
+    expr: str
+    grad: tuple[str, str]  # (d lhs, d rhs) in g, a, b, y
+    ref: BinaryFn
+    doc: str
+    sparse: bool = True
+
+
+# fmt: off
+BINARY: tuple[Binary, ...] = (
+    Binary("elemwise_add", ("_add", "_plus", "_Plus"), "a + b", ("g", "g"), exact2(np.add),
+           "lhs + rhs"),
+    Binary("elemwise_sub", ("_sub", "_minus", "_Minus"), "a - b", ("g", "-g"),
+           exact2(np.subtract), "lhs - rhs"),
+    Binary("elemwise_mul", ("_mul", "_Mul"), "a * b", ("g * b", "g * a"), exact2(np.multiply),
+           "lhs * rhs"),
+    Binary("elemwise_div", ("_div", "_Div"), "a / b", ("g / b", "-g * a / (b * b)"),
+           exact2(trunc_div), "lhs / rhs (integers truncate toward zero)"),
+    Binary("_maximum", ("_Maximum",), "(a != a || a > b) ? a : b",
+           ("a >= b ? g : 0", "a < b ? g : 0"), exact2(nan_max), "max(lhs, rhs)", sparse=False),
+    Binary("_minimum", ("_Minimum",), "(a != a || a < b) ? a : b",
+           ("a <= b ? g : 0", "a > b ? g : 0"), exact2(nan_min), "min(lhs, rhs)", sparse=False),
+    Binary("_power", ("_Power",), "pow(a, b)", ("g * b * pow(a, b - 1)", "g * y * log(a)"),
+           math2(np.power), "lhs ** rhs", sparse=False),
+)
+# fmt: on
+BINARY_BY_NAME: dict[str, Binary] = {row.name: row for row in BINARY}
+
+
+def binary_reference(fn: BinaryFn) -> Callable[[Any, Array, Array], Array]:
+    return lambda p, a, b: fn(a, b)
 
 
 # Storage-type tables of the same-shape binary operators (MXNET-FACTS 4.6). Pairs not listed
@@ -389,9 +418,39 @@ BINARY_GRAD_EXPR: dict[str, tuple[str, str]] = {row.name: row.grad for row in BI
 
 # ---------------------------------------------------------------------------------------------
 # Dense kernels: unary-form operators use ``elemwise_unary.c.j2`` (parameters passed at run time
-# in ``fa``), binary ones ``common/elemwise_binary.c.j2`` (``nnsym.ops.common.exprs.binary_kernel``,
-# shared with the broadcasting operators), add_n ``elemwise_add_n.c.j2``. Sizes and strides are
-# run-time values.
+# in ``fa``), binary ones ``common/elemwise_binary.c.j2`` (``binary_kernel``, shared with the
+# broadcasting operators), add_n ``elemwise_add_n.c.j2``. Sizes and strides are run-time values.
+
+# C integer division traps (SIGFPE) on a zero divisor and on INT_MIN / -1, so the integer
+# kernels of the dividing operators guard it: a zero divisor gives 0 (numpy's floor_divide gives
+# 0 too, with a warning) and -1 negates (numpy's wrap-around result).
+INT_DIV_OPERANDS: dict[str, tuple[str, str]] = {
+    "reciprocal": ("1", "x"),
+    "elemwise_div": ("a", "b"),
+    "_div_scalar": ("x", "(T)scalar"),
+    "_rdiv_scalar": ("(T)scalar", "x"),
+}
+
+
+def kernel_expr(name: str, expr: str, out_dtype: np.dtype) -> str:
+    """The expression a kernel of operator ``name`` computes for output dtype ``out_dtype``."""
+    operands = INT_DIV_OPERANDS.get(name)
+    kind = np.dtype(out_dtype).kind
+    if operands is None or kind not in "iub":
+        return expr
+    num, den = operands
+    if kind == "i":
+        return f"({den}) == 0 ? 0 : (({den}) == -1 ? -({num}) : ({num}) / ({den}))"
+    return f"({den}) == 0 ? 0 : ({num}) / ({den})"
+
+
+def binary_kernel(name: str, expr: str) -> Kernel:
+    """The dense kernel of a two-input elementwise operator (numpy broadcasting allowed)."""
+
+    def lower(call: KernelCall) -> Lowered:
+        return binary_lowering(call, kernel_expr(name, expr, call.out_dtypes[0]))
+
+    return Kernel(lower)
 
 
 def unary_kernel(name: str, expr: str, fparams: tuple[str, ...] = ()) -> Kernel:

@@ -1,2 +1,2 @@
 """Neural-network operators: activations, softmax and losses, BatchNorm, Dropout, Embedding,
-FullyConnected, LRN."""
+LRN."""

@@ -20,7 +20,7 @@ from nnsym.ir.graph import Entry
 from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, register
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
-from nnsym.ops.common.exprs import binary_kernel
+from nnsym.ops.common.exprs import binary_lowering
 from nnsym.ops.common.grad import node_gradient
 from nnsym.types import shape_str
 
@@ -143,8 +143,7 @@ def dropout_lowering(call: KernelCall) -> Lowered:
 
 def dropout_backward_lowering(call: KernelCall) -> Lowered:
     """dx = g * mask (the mask broadcast along ``axes``): elemwise_mul's kernel."""
-    mul = binary_kernel("elemwise_mul", "a * b")
-    return mul.lower(call)  # type: ignore[no-any-return]
+    return binary_lowering(call, "a * b")
 
 
 BACKWARD_DROPOUT = register(

@@ -1,1 +1,1 @@
-"""Broadcasting binary operators, reductions and index reductions (argmax, ...)."""
+"""broadcast_to/broadcast_axis, reductions and index reductions (argmax, ...)."""

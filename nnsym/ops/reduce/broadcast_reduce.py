@@ -1,11 +1,10 @@
-"""Broadcasting binary operators, ``broadcast_to``/``broadcast_axis`` and axis reductions
-(``sum``, ``mean``, ``max``, ``min``, ``prod``, ``norm``).
+"""``broadcast_to``/``broadcast_axis`` and axis reductions (``sum``, ``mean``, ``max``, ``min``,
+``prod``, ``norm``). (The broadcasting binary operators, ``broadcast_add``, ..., are in the
+elementwise family: ``nnsym.ops.elemwise.broadcast``.)
 
-The broadcasting operators reuse the scalar expressions and numpy references of their
-same-shape counterparts in ``nnsym.ops.common.exprs`` (``broadcast_add`` is ``elemwise_add``'s
-``a + b`` over numpy-broadcast indices). Shape rules follow MXNet 1.9.1 exactly, including what
-it leaves unknown on partial input: a reduction over all axes gives ``(1,)`` (never ``()``),
-and an empty ``axis`` reduces everything even when ``exclude`` is set.
+Shape rules follow MXNet 1.9.1 exactly, including what it leaves unknown on partial input: a
+reduction over all axes gives ``(1,)`` (never ``()``), and an empty ``axis`` reduces everything
+even when ``exclude`` is set.
 """
 
 from __future__ import annotations
@@ -32,90 +31,13 @@ from nnsym.ir.opdef import (
 )
 from nnsym.ir.params import NoParams, Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, comptype, size
-from nnsym.ops.common.exprs import (
-    BINARY_BY_NAME,
-    binary_kernel,
-    binary_reference,
-    broadcast_rows,
-    is_integer,
-    trunc_div,
-)
+from nnsym.ops.common.exprs import broadcast_rows, is_integer, trunc_div
 from nnsym.ops.common.grad import GradFn, node_gradient, refuse_integer_division
-from nnsym.ops.common.lowering import (
-    binary_grad_launch,
-    grad_launch,
-    reduce_out_shape,
-    strided_lowering,
-)
+from nnsym.ops.common.lowering import grad_launch, reduce_out_shape, strided_lowering
 from nnsym.ops.reduce.sparse import sum_csr
 from nnsym.types import DispatchMode, SType, shape_str
 
 Array = np.ndarray
-
-# ---------------------------------------------------------------------------------------------
-# Broadcasting binary operators
-
-
-def broadcast_shape(p: Any, ins: list, outs: list) -> tuple[list, list]:
-    """MXNet's BinaryBroadcastShape: numpy rules; a dim unknown on either side stays unknown.
-
-    Both inputs need a known ndim; nothing is filled back into the inputs.
-    """
-    lhs, rhs = ins
-    if lhs is None or rhs is None:
-        return list(ins), list(outs)
-    if lhs == rhs:
-        return list(ins), [lhs]
-    n = max(len(lhs), len(rhs))
-    lp = (1,) * (n - len(lhs)) + tuple(lhs)
-    rp = (1,) * (n - len(rhs)) + tuple(rhs)
-    out: list[int | None] = []
-    for ld, rd in zip(lp, rp):
-        if ld is None or rd is None:
-            out.append(None)
-        elif ld == rd or rd == 1:
-            out.append(ld)
-        elif ld == 1:
-            out.append(rd)
-        else:
-            raise RuleError(
-                f"operands could not be broadcast together with shapes {shape_str(lhs)} "
-                f"{shape_str(rhs)}"
-            )
-    return list(ins), [tuple(out)]
-
-
-class Broadcast(NamedTuple):
-    name: str
-    aliases: tuple[str, ...]
-    elemwise: str  # the same-shape operator whose expression and reference it shares
-    sparse: bool
-
-
-# fmt: off
-BROADCAST: tuple[Broadcast, ...] = (
-    Broadcast("broadcast_add", ("broadcast_plus",), "elemwise_add", True),
-    Broadcast("broadcast_sub", ("broadcast_minus",), "elemwise_sub", True),
-    Broadcast("broadcast_mul", (), "elemwise_mul", True),
-    Broadcast("broadcast_div", (), "elemwise_div", True),
-    Broadcast("broadcast_power", (), "_power", False),
-    Broadcast("broadcast_maximum", (), "_maximum", False),
-    Broadcast("broadcast_minimum", (), "_minimum", False),
-)
-# fmt: on
-
-
-def _broadcast_examples(positive: bool) -> tuple[Example, ...]:
-    lo, hi = (0.5, 3.0) if positive else (-2.0, 2.0)
-    return (
-        Example(((2, 3), (2, 3)), low=lo, high=hi),
-        Example(((2, 3), (1, 3)), low=lo, high=hi),
-        Example(((2, 1, 4), (3, 1)), low=lo, high=hi),
-        Example(((5, 1, 4, 1), (3, 1, 6)), dtype="float64", low=lo, high=hi),
-        Example(((1,), (2, 3)), dtype="float16", low=lo, high=hi),
-        Example(((3,), (4, 3)), dtype="int32", low=max(lo, 1.0), high=hi + 3),
-    )
-
 
 # ---------------------------------------------------------------------------------------------
 # broadcast_to, broadcast_axis
@@ -342,9 +264,8 @@ def norm_reference(p: NormParams, x: Array) -> Array:
 
 
 # ---------------------------------------------------------------------------------------------
-# Dense kernels. Broadcasting binary operators share ``common/elemwise_binary.c.j2`` with their
-# same-shape counterparts; broadcast_to/broadcast_axis are strided copies (stride 0 along the
-# broadcast dims) through the shape family's kernel; reductions (and argmax/argmin in
+# Dense kernels. broadcast_to/broadcast_axis are strided copies (stride 0 along the broadcast
+# dims) through the shared strided-copy kernel; reductions (and argmax/argmin in
 # ``nnsym.ops.reduce.index``) use ``reduce/broadcast_reduce_reduce.c.j2``.
 
 
@@ -443,31 +364,8 @@ def _norm_lowering(call: KernelCall) -> Lowered:
 
 
 # ---------------------------------------------------------------------------------------------
-# Gradients (common/broadcast_reduce_backward.c.j2): a broadcasting operator's gradient sums
-# over the broadcast axes; a sum/mean spreads the output gradient back over the reduced axes.
-
-
-def broadcast_binary_gradient(name: str, exprs: tuple[str, str]) -> GradFn:
-    """``_backward_<name>(ograd, lhs, rhs[, output]) -> (lhs grad, rhs grad)``: the same-shape
-    operator's derivative expressions, summed over each input's broadcast axes."""
-    uses_y = any(re.search(r"\by\b", e) for e in exprs)
-
-    def lower(call: KernelCall) -> Lowered:
-        _, lhs, rhs = call.in_shapes[:3]
-        return Lowered((binary_grad_launch(call, lhs, rhs, exprs, uses_y),))
-
-    op = register(OpDef(
-        name=f"_backward_{name}",
-        inputs=("ograd", "lhs", "rhs") + (("output",) if uses_y else ()),
-        outputs=("lhs_grad", "rhs_grad"),
-        infer_shape=lambda p, ins, outs: (list(ins), [ins[1] or outs[0], ins[2] or outs[1]]),
-        infer_type=same_dtype,
-        kernels={DENSE: Kernel(lower)},
-        differentiable=False,
-        doc=f"Gradient of {name}: ({exprs[0]}, {exprs[1]}) summed over broadcast axes.",
-    ))
-
-    return node_gradient(op, lambda n: [*n.inputs[:2], *([Entry(n, 0)] if uses_y else [])])
+# Gradients (common/broadcast_reduce_backward.c.j2): broadcast_to's gradient sums over the
+# broadcast axes; a sum/mean spreads the output gradient back over the reduced axes.
 
 
 def _like_data_shape(p: Any, ins: list, outs: list) -> tuple[list, list]:
@@ -579,28 +477,6 @@ BROADCAST_TO_GRAD = _shape_only_gradient(
 
 # ---------------------------------------------------------------------------------------------
 # Registration
-
-BROADCAST_OPS: dict[str, OpDef] = {}
-for _row in BROADCAST:
-    _ew = BINARY_BY_NAME[_row.elemwise]
-    BROADCAST_OPS[_row.name] = register(
-        OpDef(
-            name=_row.name,
-            inputs=("lhs", "rhs"),
-            infer_shape=broadcast_shape,
-            infer_type=same_dtype,
-            inplace=((0, 0), (1, 0)),
-            expr=_ew.expr,
-            kernels={DENSE: binary_kernel(_ew.name, _ew.expr)},
-            grad=broadcast_binary_gradient(_row.name, _ew.grad),
-            sparse=_row.sparse,
-            reference=binary_reference(_ew.ref),
-            aliases=_row.aliases,
-            doc=f"Elementwise {_ew.doc} with numpy-style broadcasting.",
-            examples=_broadcast_examples(_row.name in ("broadcast_div", "broadcast_power")),
-            bad_params=({"axis": 0},),
-        )
-    )
 
 BROADCAST_TO = register(
     OpDef(

@@ -18,7 +18,7 @@ from nnsym.ir.opdef import (
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.common.grad import node_gradient
-from nnsym.ops.common.lowering import gemm_launch
+from nnsym.ops.dot.dot import gemm_launch
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,7 +123,7 @@ def fully_connected_backward_lowering(call: KernelCall) -> Lowered:
         launches.append(gemm_launch(dt, call.out_req(1), batch=1, m=n, n=k, k=m, ta=True,
                                     tb=False, slots=(0, 1, 4, ws)))
     if not p.no_bias and call.out_req(2) != "null":
-        spec = KernelSpec.make("nn/fc_bias_grad.c.j2", dtype=dt.name, req=call.out_req(2),
+        spec = KernelSpec.make("dot/fc_bias_grad.c.j2", dtype=dt.name, req=call.out_req(2),
                                slot_g=0, slot_out=5)
         launches.append(Launch(spec, (m, n)))
     return Lowered(tuple(launches))
