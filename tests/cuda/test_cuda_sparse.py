@@ -24,6 +24,7 @@ from nnsym.devtools.cuda import shim
 from nnsym.devtools.cuda import sparse as sp
 from nnsym.ops.common import sparse as elemwise
 from nnsym.ops.dot import csr as dot
+from nnsym.ops.elemwise import sparse as merges
 from nnsym.ops.optim import kernels as optim
 
 GRID, BLOCK = 3, 64
@@ -260,19 +261,19 @@ def test_elemwise_sparse(lib: sp.SparseShim, dt: str) -> None:
             dense = values(rng, dt, rows * cols).reshape(rows, cols)
             for kind, inter in (("union", 0), ("intersection", 1)):
                 got = _csr_merge(lib, short, dt, a, b, rows, inter)
-                want = elemwise.csr_binary(expr, kind, a, b, (rows, cols))
+                want = merges.csr_binary(expr, kind, a, b, (rows, cols))
                 for g, w in zip(got, want):
                     same(g, w)
             for lhs in (1, 0):
                 out = np.empty((rows, cols), dt)
                 run(lib, f"nnsp_elem_csr_dns_dense_{short}_{dt}", [*a, dense, out],
                     [rows, cols, lhs])
-                same(out, elemwise.csr_dense_binary(expr, a, dense, bool(lhs), (rows, cols),
+                same(out, merges.csr_dense_binary(expr, a, dense, bool(lhs), (rows, cols),
                                                     "dense"))
                 out = np.empty(len(a[0]), dt)
                 run(lib, f"nnsp_elem_csr_dns_csr_{short}_{dt}", [*a, dense, out],
                     [rows, cols, lhs])
-                same(out, elemwise.csr_dense_binary(expr, a, dense, bool(lhs), (rows, cols),
+                same(out, merges.csr_dense_binary(expr, a, dense, bool(lhs), (rows, cols),
                                                     "csr")[0])
         for rows, width in ((17, 5), (6, 1), (0, 3), (8, 0)):
             a = rand_rsp(rng, rows, width, dt)
@@ -282,13 +283,13 @@ def test_elemwise_sparse(lib: sp.SparseShim, dt: str) -> None:
             dense = values(rng, dt, rows * width).reshape(rows, width)
             for kind, inter in (("union", 0), ("intersection", 1)):
                 got = _rsp_merge(lib, short, dt, a, b, width, inter)
-                want = elemwise.rsp_binary(expr, kind, a, b, (rows, width))
+                want = merges.rsp_binary(expr, kind, a, b, (rows, width))
                 same(got[1], want[1]), same(got[0], want[0])
             out = np.empty((rows, width), dt)
             run(lib, f"nnsp_elem_rsp_rsp_dense_{short}_{dt}", [a[0], a[1], b[0], b[1], out],
                 [len(a[1]), len(b[1]), rows, width])
             want = np.empty((rows, width), dt)
-            elemwise._elem_lib(dt, expr).nse_rsp_rsp_dense(
+            merges._elem_lib(dt, expr).nse_rsp_rsp_dense(
                 elemwise._p(a[0]), elemwise._p(a[1]), len(a[1]), elemwise._p(b[0]),
                 elemwise._p(b[1]), len(b[1]), rows, width, elemwise._p(want))
             same(out, want)
@@ -296,12 +297,12 @@ def test_elemwise_sparse(lib: sp.SparseShim, dt: str) -> None:
                 out = np.empty((rows, width), dt)
                 run(lib, f"nnsp_elem_rsp_dns_dense_{short}_{dt}", [a[0], a[1], dense, out],
                     [len(a[1]), rows, width, lhs])
-                same(out, elemwise.rsp_dense_binary(expr, a, dense, bool(lhs), (rows, width),
+                same(out, merges.rsp_dense_binary(expr, a, dense, bool(lhs), (rows, width),
                                                     "dense"))
                 out = np.empty((len(a[1]), width), dt)
                 run(lib, f"nnsp_elem_rsp_dns_rsp_{short}_{dt}", [a[0], a[1], dense, out],
                     [len(a[1]), width, lhs])
-                same(out, elemwise.rsp_dense_binary(expr, a, dense, bool(lhs), (rows, width),
+                same(out, merges.rsp_dense_binary(expr, a, dense, bool(lhs), (rows, width),
                                                     "row_sparse")[0])
 
 
@@ -487,7 +488,7 @@ def test_launch_shapes(lib: sp.SparseShim, grid: int, block: int) -> None:
     out = np.empty((rows, cols), np.float32)
     lib.run("nnsp_elem_csr_dns_dense_mul_float32", [d, ix, ip, dense, out], [rows, cols, 1],
             (), grid, block)
-    same(out, elemwise.csr_dense_binary("a * b", (d, ix, ip), dense, True, (rows, cols),
+    same(out, merges.csr_dense_binary("a * b", (d, ix, ip), dense, True, (rows, cols),
                                         "dense"))
     d, ix, ip = rand_csr(rng, rows, cols, "float64", special=False)
     rhs = values(rng, "float64", rows * 3, special=False).reshape(rows, 3)

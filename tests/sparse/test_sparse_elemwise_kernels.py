@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from nnsym.codegen import compiler
 from nnsym.ops.common import sparse as E
+from nnsym.ops.elemwise import sparse as EW
 
 FLOATS = ("float32", "float64", "float16")
 ALL = (*FLOATS, "int32", "int64")
@@ -192,7 +193,7 @@ def test_csr_binary(rows, cols, da, db, seed, dtype, expr):
     a, dense_a, mask_a = rand_csr(rng, shape, da, dtype)
     b, dense_b, mask_b = rand_csr(rng, shape, db, dtype)
     kind = KIND[expr]
-    got = E.csr_binary(expr, kind, a, b, shape)
+    got = EW.csr_binary(expr, kind, a, b, shape)
     check_csr(got, shape, dtype)
     mask = mask_a | mask_b if kind == "union" else mask_a & mask_b
     np.testing.assert_array_equal(csr_mask(got, shape), mask)
@@ -204,29 +205,29 @@ def test_csr_binary_explicit():
     # sub where only b has the entry gives 0 - b; a computed 0 stays stored
     a = (np.array([1.0, 2.0]), np.array([0, 2]), np.array([0, 1, 2]))
     b = (np.array([1.0, 5.0]), np.array([0, 1]), np.array([0, 1, 2]))
-    data, indices, indptr = E.csr_binary("a - b", "union", a, b, (2, 3))
+    data, indices, indptr = EW.csr_binary("a - b", "union", a, b, (2, 3))
     np.testing.assert_array_equal(data, [0.0, -5.0, 2.0])
     np.testing.assert_array_equal(indices, [0, 1, 2])
     np.testing.assert_array_equal(indptr, [0, 1, 3])
-    data, indices, indptr = E.csr_binary("a * b", "intersection", a, b, (2, 3))
+    data, indices, indptr = EW.csr_binary("a * b", "intersection", a, b, (2, 3))
     np.testing.assert_array_equal(data, [1.0])
     np.testing.assert_array_equal(indptr, [0, 1, 1])
     with pytest.raises(ValueError, match="kind"):
-        E.csr_binary("a + b", "outer", a, b, (2, 3))
+        EW.csr_binary("a + b", "outer", a, b, (2, 3))
     with pytest.raises(TypeError, match="different dtypes"):
-        E.csr_binary("a + b", "union", a, (b[0].astype(np.float32), b[1], b[2]), (2, 3))
+        EW.csr_binary("a + b", "union", a, (b[0].astype(np.float32), b[1], b[2]), (2, 3))
     with pytest.raises(ValueError, match="expression"):
-        E.csr_binary("a; b", "union", a, b, (2, 3))
+        EW.csr_binary("a; b", "union", a, b, (2, 3))
 
 
 def test_rsp_binary_intersection_skips_one_sided_rows():
     # b holds row 2 that a lacks, ahead of the shared row 5: the fill must step over it
     a = (np.array([[0.0], [2.0], [1.0]]), np.array([1, 5, 6]))
     b = (np.array([[3.0], [-2.0], [6.0]]), np.array([1, 2, 5]))
-    data, indices = E.rsp_binary("a * b", "intersection", a, b, (7, 1))
+    data, indices = EW.rsp_binary("a * b", "intersection", a, b, (7, 1))
     np.testing.assert_array_equal(indices, [1, 5])
     np.testing.assert_array_equal(data, [[0.0], [12.0]])
-    data, indices = E.rsp_binary("a * b", "intersection", b, a, (7, 1))
+    data, indices = EW.rsp_binary("a * b", "intersection", b, a, (7, 1))
     np.testing.assert_array_equal(indices, [1, 5])
     np.testing.assert_array_equal(data, [[0.0], [12.0]])
 
@@ -240,7 +241,7 @@ def test_rsp_binary(rows, row_shape, da, db, seed, dtype, expr):
     a, dense_a, rows_a = rand_rsp(rng, shape, da, dtype)
     b, dense_b, rows_b = rand_rsp(rng, shape, db, dtype)
     kind = KIND[expr]
-    got = E.rsp_binary(expr, kind, a, b, shape)
+    got = EW.rsp_binary(expr, kind, a, b, shape)
     check_rsp(got, shape, dtype)
     keep = rows_a | rows_b if kind == "union" else rows_a & rows_b
     np.testing.assert_array_equal(got[1], np.nonzero(keep)[0])
@@ -257,10 +258,10 @@ def test_csr_dense_binary(rows, cols, density, seed, dtype, expr, csr_is_lhs):
     dense = _values(rng, shape, dtype)
     lhs, rhs = (dense_c, dense) if csr_is_lhs else (dense, dense_c)
     expect = ref(OPS[expr], lhs, rhs)
-    got = E.csr_dense_binary(expr, c, dense, csr_is_lhs, shape, "dense")
+    got = EW.csr_dense_binary(expr, c, dense, csr_is_lhs, shape, "dense")
     assert isinstance(got, np.ndarray) and got.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(got, expect)
-    got_csr = E.csr_dense_binary(expr, c, dense, csr_is_lhs, shape, "csr")
+    got_csr = EW.csr_dense_binary(expr, c, dense, csr_is_lhs, shape, "csr")
     assert isinstance(got_csr, tuple)
     check_csr(got_csr, shape, dtype)
     np.testing.assert_array_equal(csr_mask(got_csr, shape), mask)
@@ -277,10 +278,10 @@ def test_rsp_dense_binary(rows, row_shape, density, seed, dtype, expr, rsp_is_lh
     dense = _values(rng, shape, dtype)
     lhs, rhs = (dense_r, dense) if rsp_is_lhs else (dense, dense_r)
     expect = ref(OPS[expr], lhs, rhs)
-    got = E.rsp_dense_binary(expr, r, dense, rsp_is_lhs, shape, "dense")
+    got = EW.rsp_dense_binary(expr, r, dense, rsp_is_lhs, shape, "dense")
     assert isinstance(got, np.ndarray)
     np.testing.assert_array_equal(got, expect)
-    got_rsp = E.rsp_dense_binary(expr, r, dense, rsp_is_lhs, shape, "row_sparse")
+    got_rsp = EW.rsp_dense_binary(expr, r, dense, rsp_is_lhs, shape, "row_sparse")
     assert isinstance(got_rsp, tuple)
     check_rsp(got_rsp, shape, dtype)
     np.testing.assert_array_equal(got_rsp[1], r[1])
@@ -295,7 +296,7 @@ def test_rsp_dense_result_div(rows, row_shape, da, db, seed, dtype):
     shape = (rows, *row_shape)
     a, dense_a, _ = rand_rsp(rng, shape, da, dtype)
     b, dense_b, _ = rand_rsp(rng, shape, db, dtype)
-    got = E.rsp_dense_result("a / b", a, b, shape)
+    got = EW.rsp_dense_result("a / b", a, b, shape)
     assert got.dtype == np.dtype(dtype) and got.shape == shape
     np.testing.assert_array_equal(got, ref(np.divide, dense_a, dense_b))
 
@@ -303,10 +304,10 @@ def test_rsp_dense_result_div(rows, row_shape, da, db, seed, dtype):
 def test_rsp_dense_result_explicit():
     a = (np.array([[2.0, 0.0]], np.float32), np.array([0]))
     b = (np.array([[4.0, 0.0]], np.float32), np.array([1]))
-    got = E.rsp_dense_result("a / b", a, b, (3, 2))
+    got = EW.rsp_dense_result("a / b", a, b, (3, 2))
     np.testing.assert_array_equal(got, [[np.inf, np.nan], [0, np.nan], [np.nan, np.nan]])
     with pytest.raises(TypeError, match="floating"):
-        E.rsp_dense_result("a / b", (a[0].astype(np.int32), a[1]),
+        EW.rsp_dense_result("a / b", (a[0].astype(np.int32), a[1]),
                            (b[0].astype(np.int32), b[1]), (3, 2))
 
 
@@ -397,14 +398,14 @@ def _all_results(rng_seed: int) -> list[Any]:
     out: list[Any] = [
         E.cast_dense_to_csr(dense_a), E.cast_dense_to_rsp(rdense_a),
         E.csr_to_dense(*a, shape), E.rsp_to_dense(*ra, shape),
-        E.csr_binary("a - b", "union", a, b, shape),
-        E.csr_binary("a * b", "intersection", a, b, shape),
-        E.rsp_binary("a - b", "union", ra, rb, shape),
-        E.csr_dense_binary("a - b", a, dense, False, shape, "dense"),
-        E.csr_dense_binary("a * b", a, dense, True, shape, "csr"),
-        E.rsp_dense_binary("a - b", ra, dense, False, shape, "dense"),
-        E.rsp_dense_binary("a * b", ra, dense, True, shape, "row_sparse"),
-        E.rsp_dense_result("a / b", ra, rb, shape),
+        EW.csr_binary("a - b", "union", a, b, shape),
+        EW.csr_binary("a * b", "intersection", a, b, shape),
+        EW.rsp_binary("a - b", "union", ra, rb, shape),
+        EW.csr_dense_binary("a - b", a, dense, False, shape, "dense"),
+        EW.csr_dense_binary("a * b", a, dense, True, shape, "csr"),
+        EW.rsp_dense_binary("a - b", ra, dense, False, shape, "dense"),
+        EW.rsp_dense_binary("a * b", ra, dense, True, shape, "row_sparse"),
+        EW.rsp_dense_result("a / b", ra, rb, shape),
         E.rsp_retain(*ra, np.arange(0, 600, 2), shape),
         E.rsp_square_sum(*ra, shape, 0, False)[1], E.rsp_square_sum(*ra, shape, 1, True)[1],
         E.csr_sum(*a, shape, 0, False), E.csr_sum(*a, shape, 1, False),
@@ -463,9 +464,9 @@ def test_huge_csr_stays_sparse():
     assert 500 < sa.nnz < 2000
     tracemalloc.start()
     try:
-        add = E.csr_binary("a + b", "union", a, b, shape)
-        sub = E.csr_binary("a - b", "union", a, b, shape)
-        mul = E.csr_binary("a * b", "intersection", a, b, shape)
+        add = EW.csr_binary("a + b", "union", a, b, shape)
+        sub = EW.csr_binary("a - b", "union", a, b, shape)
+        mul = EW.csr_binary("a * b", "intersection", a, b, shape)
         s0 = E.csr_sum(*a, shape, 0, False)
         s1 = E.csr_sum(*a, shape, 1, True)
         # row_sparse views of the same rows: retain, add_n, square sums, rsp binaries

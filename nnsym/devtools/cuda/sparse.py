@@ -49,7 +49,7 @@ from nnsym.ops.elemwise.elemwise import BINARY_BY_NAME, kernel_expr
 from nnsym.runtime import native
 
 # The sparse kernel templates (family paths under nnsym/ops) that hold kernels.
-TEMPLATES = ("common/cast_storage.c.j2", "common/elemwise_sparse.c.j2",
+TEMPLATES = ("common/cast_storage.c.j2", "elemwise/elemwise_sparse.c.j2",
              "common/reduce_sparse.c.j2", "dot/dot_csr.c.j2", "optim/optim_update.c.j2")
 ENV = template_env([src.OPS_DIR, src.TEMPLATE_DIR])
 ENV.globals.update(cutype=src.cuda_ctype, ctype=src.cuda_ctype, load=src.load, store=src.store)

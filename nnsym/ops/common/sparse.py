@@ -8,8 +8,8 @@ Storage (raw numpy, canonical):
 * row_sparse of shape (rows, *row_shape): ``(data, indices)``; data (k, *row_shape) C-contiguous,
   indices (k,) int64 strictly increasing row ids.
 
-The loops are C (``templates/elemwise_sparse.c.j2``, ``cast_storage.c.j2``,
-``reduce_sparse.c.j2``, compiled per dtype, and per expression for the binary kernels); Python
+The loops are C (``cast_storage.c.j2``, ``reduce_sparse.c.j2``, compiled per dtype; the
+elementwise merges, per dtype and expression, are in ``ops/elemwise/sparse.py``); Python
 only checks arguments, allocates and calls. Outputs whose size depends on the data are built in
 three steps: a C count pass, a numpy allocation, a C fill pass. Nothing allocates rows * cols
 unless the result is dense, and every size is int64, so logical shapes beyond 2**31 elements
@@ -25,7 +25,6 @@ the floating dtypes and in int64 for the integer ones, then round to the dtype o
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,8 +40,6 @@ Rsp = tuple[Array, Array]
 
 DTYPES = ("float16", "float32", "float64", "int32", "int64")
 KINDS = ("union", "intersection")
-_EXPR = re.compile(r"^[A-Za-z0-9_ .,*+\-/%()<>=!?:&|~^]*$")
-
 _CAST_CDEF = """
 int64_t nse_dense_csr_count(const void *dense, int64_t rows, int64_t cols, void *indptr);
 void nse_dense_csr_fill(const void *dense, int64_t rows, int64_t cols, void *indptr,
@@ -57,29 +54,6 @@ void nse_rsp_dense(const void *data, const void *indices, int64_t k, int64_t row
 int64_t nse_retain_count(const void *indices, int64_t k, void *keep, int64_t m);
 void nse_retain_fill(const void *indices, int64_t k, const void *keep, int64_t m,
                      void *out_idx);
-"""
-_ELEM_CDEF = """
-int64_t nse_csr_bin_count(const void *ai, const void *ap, const void *bi, const void *bp,
-                          int64_t rows, int64_t inter, void *out_indptr);
-void nse_csr_bin_fill(const void *ad, const void *ai, const void *ap, const void *bd,
-                      const void *bi, const void *bp, int64_t rows, int64_t inter,
-                      const void *out_indptr, void *out_data, void *out_indices);
-int64_t nse_rsp_bin_count(const void *a_idx, int64_t ka, const void *b_idx, int64_t kb,
-                          int64_t inter);
-void nse_rsp_bin_fill(const void *ad, const void *a_idx, int64_t ka, const void *bd,
-                      const void *b_idx, int64_t kb, int64_t inter, int64_t width,
-                      void *out_idx, int64_t ko, void *out_data);
-void nse_rsp_rsp_dense(const void *ad, const void *a_idx, int64_t ka, const void *bd,
-                       const void *b_idx, int64_t kb, int64_t rows, int64_t width, void *out);
-void nse_rsp_dns_dense(const void *data, const void *idx, int64_t k, const void *dense,
-                       int64_t rows, int64_t width, int64_t lhs, void *out);
-void nse_rsp_dns_rsp(const void *data, const void *idx, int64_t k, const void *dense,
-                     int64_t width, int64_t lhs, void *out_data);
-void nse_csr_dns_dense(const void *data, const void *indices, const void *indptr,
-                       const void *dense, int64_t rows, int64_t cols, int64_t lhs, void *out);
-void nse_csr_dns_csr(const void *data, const void *indices, const void *indptr,
-                     const void *dense, int64_t rows, int64_t cols, int64_t lhs,
-                     void *out_data);
 """
 _REDUCE_CDEF = """
 void nse_csr_sum_rows(const void *data, const void *indptr, int64_t rows, void *out);
@@ -115,14 +89,6 @@ def _reduce_lib(dt: Any) -> Any:
     acc = "double" if np.dtype(name).kind == "f" else "int64_t"
     return native.loader().library("common/reduce_sparse.c.j2", _REDUCE_CDEF, dtype=name,
                                    comp=comptype(name), acc=acc)
-
-
-def _elem_lib(dt: Any, expr: str) -> Any:
-    name = _dtype_name(dt)
-    if not _EXPR.match(expr) or "/*" in expr or "//" in expr:
-        raise ValueError(f"not a scalar expression in a and b: {expr!r}")
-    return native.loader().library("common/elemwise_sparse.c.j2", _ELEM_CDEF, dtype=name,
-                                   comp=comptype(name), expr=expr)
 
 
 def _p(a: Array) -> Any:
@@ -258,105 +224,6 @@ def rsp_retain(data: Array, indices: Array, keep: Any, shape: Sequence[int]) -> 
 
 
 # ---- binary elementwise ----
-
-def csr_binary(expr: str, kind: str, a: Csr, b: Csr, shape: Sequence[int]) -> Csr:
-    """``expr`` (a C expression in ``a`` and ``b``) of two csr arrays of ``shape``. kind
-    "union": the union of the patterns, a missing side taken as 0 (add, sub); "intersection":
-    the coordinates present in both (mul). Entries computing to 0 are kept."""
-    rows = _shape(shape, 2)[0]
-    inter = _kind(kind)
-    ad, ai, ap = _csr(a)
-    bd, bi, bp = _csr(b)
-    lib = _elem_lib(_same_dtype(ad, bd), expr)
-    indptr = np.empty(rows + 1, dtype=np.int64)
-    nnz = int(lib.nse_csr_bin_count(_p(ai), _p(ap), _p(bi), _p(bp), rows, inter, _p(indptr)))
-    data = np.empty(nnz, dtype=ad.dtype)
-    indices = np.empty(nnz, dtype=np.int64)
-    lib.nse_csr_bin_fill(_p(ad), _p(ai), _p(ap), _p(bd), _p(bi), _p(bp), rows, inter,
-                         _p(indptr), _p(data), _p(indices))
-    return data, indices, indptr
-
-
-def rsp_binary(expr: str, kind: str, a: Rsp, b: Rsp, shape: Sequence[int]) -> Rsp:
-    """``expr`` of two row_sparse arrays of ``shape``, on the union or intersection of their
-    rows (each row computed elementwise, a missing row taken as 0)."""
-    s = _shape(shape)
-    inter = _kind(kind)
-    ad, ai = _rsp(a)
-    bd, bi = _rsp(b)
-    lib = _elem_lib(_same_dtype(ad, bd), expr)
-    k = int(lib.nse_rsp_bin_count(_p(ai), len(ai), _p(bi), len(bi), inter))
-    indices = np.empty(k, dtype=np.int64)
-    data = np.empty((k, *s[1:]), dtype=ad.dtype)
-    lib.nse_rsp_bin_fill(_p(ad), _p(ai), len(ai), _p(bd), _p(bi), len(bi), inter, _width(s),
-                         _p(indices), k, _p(data))
-    return data, indices
-
-
-def csr_dense_binary(expr: str, csr: Csr, dense: Array, csr_is_lhs: bool, shape: Sequence[int],
-                     out_kind: str) -> Array | Csr:
-    """``expr`` of a csr and a dense array of ``shape`` (the csr is ``a`` when csr_is_lhs).
-    out_kind "dense": a dense array, the csr side 0 where it has no entry (add, sub); "csr":
-    the csr's own pattern (a new ``(data, indices, indptr)``; mul)."""
-    s = _shape(shape, 2)
-    d, ix, ip = _csr(csr)
-    dn = _arr(dense)
-    lib = _elem_lib(_same_dtype(d, dn), expr)
-    if dn.shape != s:
-        raise ValueError(f"dense operand has shape {dn.shape}, not {s}")
-    lhs = int(bool(csr_is_lhs))
-    if out_kind == "dense":
-        out = np.empty(s, dtype=d.dtype)
-        lib.nse_csr_dns_dense(_p(d), _p(ix), _p(ip), _p(dn), s[0], s[1], lhs, _p(out))
-        return out
-    if out_kind == "csr":
-        data = np.empty_like(d)
-        lib.nse_csr_dns_csr(_p(d), _p(ix), _p(ip), _p(dn), s[0], s[1], lhs, _p(data))
-        return data, ix.copy(), ip.copy()
-    raise ValueError(f"out_kind must be 'dense' or 'csr', not {out_kind!r}")
-
-
-def rsp_dense_binary(expr: str, rsp: Rsp, dense: Array, rsp_is_lhs: bool, shape: Sequence[int],
-                     out_kind: str) -> Array | Rsp:
-    """``expr`` of a row_sparse and a dense array of ``shape`` (the row_sparse is ``a`` when
-    rsp_is_lhs). out_kind "dense": a dense array, absent rows taken as 0; "row_sparse": on the
-    row_sparse's own rows (a new ``(data, indices)``)."""
-    s = _shape(shape)
-    d, ix = _rsp(rsp)
-    dn = _arr(dense)
-    lib = _elem_lib(_same_dtype(d, dn), expr)
-    if dn.shape != s:
-        raise ValueError(f"dense operand has shape {dn.shape}, not {s}")
-    lhs, width = int(bool(rsp_is_lhs)), _width(s)
-    if out_kind == "dense":
-        out = np.empty(s, dtype=d.dtype)
-        lib.nse_rsp_dns_dense(_p(d), _p(ix), len(ix), _p(dn), s[0], width, lhs, _p(out))
-        return out
-    if out_kind == "row_sparse":
-        data = np.empty((len(ix), *s[1:]), dtype=d.dtype)
-        lib.nse_rsp_dns_rsp(_p(d), _p(ix), len(ix), _p(dn), width, lhs, _p(data))
-        return data, ix.copy()
-    raise ValueError(f"out_kind must be 'dense' or 'row_sparse', not {out_kind!r}")
-
-
-def rsp_dense_result(expr: str, a: Rsp, b: Rsp, shape: Sequence[int]) -> Array:
-    """``expr`` of two row_sparse arrays computed at every element into a dense array (for
-    elemwise_div: IEEE semantics, 0/0 = NaN in rows absent from both). Floating dtypes only (an
-    integer division by zero would trap)."""
-    s = _shape(shape)
-    ad, ai = _rsp(a)
-    bd, bi = _rsp(b)
-    dt = _same_dtype(ad, bd)
-    if dt.kind != "f":
-        raise TypeError(f"rsp_dense_result needs a floating dtype, not {dt}")
-    lib = _elem_lib(dt, expr)
-    out = np.empty(s, dtype=dt)
-    lib.nse_rsp_rsp_dense(_p(ad), _p(ai), len(ai), _p(bd), _p(bi), len(bi), s[0], _width(s),
-                          _p(out))
-    return out
-
-
-# ---- reductions and add_n ----
 
 def rsp_square_sum(data: Array, indices: Array, shape: Sequence[int], axis: int,
                    keepdims: bool) -> tuple[str, Any]:

@@ -6,13 +6,30 @@ runs over the stored values laid side by side, with the index work in numpy."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from nnsym.ir import native
+from nnsym.ir.spec import comptype
 from nnsym.ir.storage import Csr, Env, Rsp, Storage, StorageCall, StorageKernel
 from nnsym.ops.common import sparse as kernels
+from nnsym.ops.common.sparse import (
+    Array,
+    _arr,
+    _csr,
+    _dtype_name,
+    _kind,
+    _p,
+    _rsp,
+    _same_dtype,
+    _shape,
+    _width,
+)
+from nnsym.ops.common.sparse import Csr as CsrT
+from nnsym.ops.common.sparse import Rsp as RspT
 from nnsym.ops.common.storage import apply, coords, gather_csr, rows_of, to_dense
 from nnsym.types import SType
 
@@ -75,12 +92,12 @@ def _merge(expr: str, name: str, a: Storage, b: Storage, out: SType) -> Storage 
         if out == D:  # division: computed at every element, IEEE results where both are 0
             if np.dtype(a.dtype).kind != "f":
                 return None
-            return kernels.rsp_dense_result(expr, (a.data, a.indices), (b.data, b.indices),
+            return rsp_dense_result(expr, (a.data, a.indices), (b.data, b.indices),
                                             shape)
-        v, ix = kernels.rsp_binary(expr, kind, (a.data, a.indices), (b.data, b.indices), shape)
+        v, ix = rsp_binary(expr, kind, (a.data, a.indices), (b.data, b.indices), shape)
         return Rsp(v, ix, shape)
     if isinstance(a, Csr) and isinstance(b, Csr):
-        v, ix, ip = kernels.csr_binary(expr, kind, (a.data, a.indices, a.indptr),
+        v, ix, ip = csr_binary(expr, kind, (a.data, a.indices, a.indptr),
                                        (b.data, b.indices, b.indptr), shape)
         return Csr(v, ix, ip, shape)
     lhs = isinstance(a, (Csr, Rsp))
@@ -88,11 +105,11 @@ def _merge(expr: str, name: str, a: Storage, b: Storage, out: SType) -> Storage 
     dd = np.ascontiguousarray(d)
     r: Any
     if isinstance(s, Rsp):
-        r = kernels.rsp_dense_binary(expr, (s.data, s.indices), dd, lhs, shape,
+        r = rsp_dense_binary(expr, (s.data, s.indices), dd, lhs, shape,
                                      "dense" if out == D else "row_sparse")
         return r if out == D else Rsp(r[0], r[1], shape)
     assert isinstance(s, Csr)
-    r = kernels.csr_dense_binary(expr, (s.data, s.indices, s.indptr), dd, lhs, shape,
+    r = csr_dense_binary(expr, (s.data, s.indices, s.indptr), dd, lhs, shape,
                                  "dense" if out == D else "csr")
     return r if out == D else Csr(r[0], r[1], r[2], shape)
 
@@ -122,3 +139,139 @@ def add_n_rsp(env: Env, call: StorageCall, ins: Sequence[Storage]) -> list[Any]:
     for a in arrs:
         vals[np.searchsorted(ids, a.indices)] += a.data
     return [Rsp(vals, ids, shape)]
+
+
+# ---------------------------------------------------------------------------------------------
+# The C merge kernels (elemwise_sparse.c.j2, per dtype and expression)
+
+_EXPR = re.compile(r"^[A-Za-z0-9_ .,*+\-/%()<>=!?:&|~^]*$")
+
+_ELEM_CDEF = """
+int64_t nse_csr_bin_count(const void *ai, const void *ap, const void *bi, const void *bp,
+                          int64_t rows, int64_t inter, void *out_indptr);
+void nse_csr_bin_fill(const void *ad, const void *ai, const void *ap, const void *bd,
+                      const void *bi, const void *bp, int64_t rows, int64_t inter,
+                      const void *out_indptr, void *out_data, void *out_indices);
+int64_t nse_rsp_bin_count(const void *a_idx, int64_t ka, const void *b_idx, int64_t kb,
+                          int64_t inter);
+void nse_rsp_bin_fill(const void *ad, const void *a_idx, int64_t ka, const void *bd,
+                      const void *b_idx, int64_t kb, int64_t inter, int64_t width,
+                      void *out_idx, int64_t ko, void *out_data);
+void nse_rsp_rsp_dense(const void *ad, const void *a_idx, int64_t ka, const void *bd,
+                       const void *b_idx, int64_t kb, int64_t rows, int64_t width, void *out);
+void nse_rsp_dns_dense(const void *data, const void *idx, int64_t k, const void *dense,
+                       int64_t rows, int64_t width, int64_t lhs, void *out);
+void nse_rsp_dns_rsp(const void *data, const void *idx, int64_t k, const void *dense,
+                     int64_t width, int64_t lhs, void *out_data);
+void nse_csr_dns_dense(const void *data, const void *indices, const void *indptr,
+                       const void *dense, int64_t rows, int64_t cols, int64_t lhs, void *out);
+void nse_csr_dns_csr(const void *data, const void *indices, const void *indptr,
+                     const void *dense, int64_t rows, int64_t cols, int64_t lhs,
+                     void *out_data);
+"""
+def _elem_lib(dt: Any, expr: str) -> Any:
+    name = _dtype_name(dt)
+    if not _EXPR.match(expr) or "/*" in expr or "//" in expr:
+        raise ValueError(f"not a scalar expression in a and b: {expr!r}")
+    return native.loader().library("elemwise/elemwise_sparse.c.j2", _ELEM_CDEF, dtype=name,
+                                   comp=comptype(name), expr=expr)
+
+
+def csr_binary(expr: str, kind: str, a: CsrT, b: CsrT, shape: Sequence[int]) -> CsrT:
+    """``expr`` (a C expression in ``a`` and ``b``) of two csr arrays of ``shape``. kind
+    "union": the union of the patterns, a missing side taken as 0 (add, sub); "intersection":
+    the coordinates present in both (mul). Entries computing to 0 are kept."""
+    rows = _shape(shape, 2)[0]
+    inter = _kind(kind)
+    ad, ai, ap = _csr(a)
+    bd, bi, bp = _csr(b)
+    lib = _elem_lib(_same_dtype(ad, bd), expr)
+    indptr = np.empty(rows + 1, dtype=np.int64)
+    nnz = int(lib.nse_csr_bin_count(_p(ai), _p(ap), _p(bi), _p(bp), rows, inter, _p(indptr)))
+    data = np.empty(nnz, dtype=ad.dtype)
+    indices = np.empty(nnz, dtype=np.int64)
+    lib.nse_csr_bin_fill(_p(ad), _p(ai), _p(ap), _p(bd), _p(bi), _p(bp), rows, inter,
+                         _p(indptr), _p(data), _p(indices))
+    return data, indices, indptr
+
+
+def rsp_binary(expr: str, kind: str, a: RspT, b: RspT, shape: Sequence[int]) -> RspT:
+    """``expr`` of two row_sparse arrays of ``shape``, on the union or intersection of their
+    rows (each row computed elementwise, a missing row taken as 0)."""
+    s = _shape(shape)
+    inter = _kind(kind)
+    ad, ai = _rsp(a)
+    bd, bi = _rsp(b)
+    lib = _elem_lib(_same_dtype(ad, bd), expr)
+    k = int(lib.nse_rsp_bin_count(_p(ai), len(ai), _p(bi), len(bi), inter))
+    indices = np.empty(k, dtype=np.int64)
+    data = np.empty((k, *s[1:]), dtype=ad.dtype)
+    lib.nse_rsp_bin_fill(_p(ad), _p(ai), len(ai), _p(bd), _p(bi), len(bi), inter, _width(s),
+                         _p(indices), k, _p(data))
+    return data, indices
+
+
+def csr_dense_binary(expr: str, csr: CsrT, dense: Array, csr_is_lhs: bool, shape: Sequence[int],
+                     out_kind: str) -> Array | CsrT:
+    """``expr`` of a csr and a dense array of ``shape`` (the csr is ``a`` when csr_is_lhs).
+    out_kind "dense": a dense array, the csr side 0 where it has no entry (add, sub); "csr":
+    the csr's own pattern (a new ``(data, indices, indptr)``; mul)."""
+    s = _shape(shape, 2)
+    d, ix, ip = _csr(csr)
+    dn = _arr(dense)
+    lib = _elem_lib(_same_dtype(d, dn), expr)
+    if dn.shape != s:
+        raise ValueError(f"dense operand has shape {dn.shape}, not {s}")
+    lhs = int(bool(csr_is_lhs))
+    if out_kind == "dense":
+        out = np.empty(s, dtype=d.dtype)
+        lib.nse_csr_dns_dense(_p(d), _p(ix), _p(ip), _p(dn), s[0], s[1], lhs, _p(out))
+        return out
+    if out_kind == "csr":
+        data = np.empty_like(d)
+        lib.nse_csr_dns_csr(_p(d), _p(ix), _p(ip), _p(dn), s[0], s[1], lhs, _p(data))
+        return data, ix.copy(), ip.copy()
+    raise ValueError(f"out_kind must be 'dense' or 'csr', not {out_kind!r}")
+
+
+def rsp_dense_binary(expr: str, rsp: RspT, dense: Array, rsp_is_lhs: bool, shape: Sequence[int],
+                     out_kind: str) -> Array | RspT:
+    """``expr`` of a row_sparse and a dense array of ``shape`` (the row_sparse is ``a`` when
+    rsp_is_lhs). out_kind "dense": a dense array, absent rows taken as 0; "row_sparse": on the
+    row_sparse's own rows (a new ``(data, indices)``)."""
+    s = _shape(shape)
+    d, ix = _rsp(rsp)
+    dn = _arr(dense)
+    lib = _elem_lib(_same_dtype(d, dn), expr)
+    if dn.shape != s:
+        raise ValueError(f"dense operand has shape {dn.shape}, not {s}")
+    lhs, width = int(bool(rsp_is_lhs)), _width(s)
+    if out_kind == "dense":
+        out = np.empty(s, dtype=d.dtype)
+        lib.nse_rsp_dns_dense(_p(d), _p(ix), len(ix), _p(dn), s[0], width, lhs, _p(out))
+        return out
+    if out_kind == "row_sparse":
+        data = np.empty((len(ix), *s[1:]), dtype=d.dtype)
+        lib.nse_rsp_dns_rsp(_p(d), _p(ix), len(ix), _p(dn), width, lhs, _p(data))
+        return data, ix.copy()
+    raise ValueError(f"out_kind must be 'dense' or 'row_sparse', not {out_kind!r}")
+
+
+def rsp_dense_result(expr: str, a: RspT, b: RspT, shape: Sequence[int]) -> Array:
+    """``expr`` of two row_sparse arrays computed at every element into a dense array (for
+    elemwise_div: IEEE semantics, 0/0 = NaN in rows absent from both). Floating dtypes only (an
+    integer division by zero would trap)."""
+    s = _shape(shape)
+    ad, ai = _rsp(a)
+    bd, bi = _rsp(b)
+    dt = _same_dtype(ad, bd)
+    if dt.kind != "f":
+        raise TypeError(f"rsp_dense_result needs a floating dtype, not {dt}")
+    lib = _elem_lib(dt, expr)
+    out = np.empty(s, dtype=dt)
+    lib.nse_rsp_rsp_dense(_p(ad), _p(ai), len(ai), _p(bd), _p(bi), len(bi), s[0], _width(s),
+                          _p(out))
+    return out
+
+
+# ---- reductions and add_n ----
