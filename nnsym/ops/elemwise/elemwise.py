@@ -25,6 +25,7 @@ input, ``y`` = output, parameters by name) and ``BINARY_GRAD_EXPR`` (``(lhs grad
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -113,6 +114,11 @@ UNARY: tuple[Unary, ...] = (
     Unary("log1p", "log1p(x)", "g / (1 + x)", math1(np.log1p), (-0.9, 3.0),
           doc="log(1 + x), accurate for small x."),
     Unary("expm1", "expm1(x)", "g * exp(x)", math1(np.expm1), doc="exp(x) - 1, accurate near 0."),
+    Unary("log2", "log2(x)", "g / (x * 0.6931471805599453)", math1(np.log2), (0.1, 4.0),
+          sparse=False, doc="Base-2 logarithm."),
+    Unary("erf", "erf(x)", "g * 1.1283791670955126 * exp(-x * x)",
+          math1(np.vectorize(math.erf, otypes=[np.float64])), sparse=False,
+          doc="The Gauss error function, 2/sqrt(pi) times the integral of exp(-t*t) from 0 to x."),
     Unary("sqrt", "sqrt(x)", "g / (2 * y)", math1(np.sqrt), (0.0, 4.0), doc="Square root."),
     Unary("rsqrt", "1 / sqrt(x)", "g * -0.5 / (x * sqrt(x))", math1(lambda x: 1 / np.sqrt(x)),
           (0.1, 4.0), doc="Reciprocal square root 1 / sqrt(x)."),
