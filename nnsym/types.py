@@ -48,12 +48,6 @@ class DispatchMode(enum.Enum):
     VARIABLE = "variable"
 
 
-class GradReq(enum.Enum):
-    NULL = "null"
-    WRITE = "write"
-    ADD = "add"
-
-
 # MXNet's mshadow type flags (``__dtype__`` and the .params format).
 _FLAG_TO_NAME = {
     0: "float32",
