@@ -10,7 +10,6 @@ allocation or dictionary lookups per call.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,11 +18,11 @@ import numpy as np
 from nnsym.codegen import compiler
 from nnsym.context import Context, cpu
 from nnsym.cuda.runtime import backend
-from nnsym.errors import NNSymError, NoKernelError, ShapeError
+from nnsym.errors import NNSymError, ShapeError
 from nnsym.executor.debug import debug_str
 from nnsym.ir.graph import Entry, Graph, GraphAttrs, Node, dfs_post_order, variable
 from nnsym.ir.json import graph_to_json
-from nnsym.ir.opdef import DENSE, get_op
+from nnsym.ir.opdef import get_op
 from nnsym.ir.spec import KernelCall, Lowered
 from nnsym.ndarray.gpu import GPUNDArray
 from nnsym.ndarray.ndarray import NDArray, invoke
@@ -33,6 +32,7 @@ from nnsym.ops.common.stype import Decision, on_fallback
 from nnsym.ops.nn.dropout import next_seed
 from nnsym.passes.gradient import gradient
 from nnsym.passes.infer import infer_shape, infer_type
+from nnsym.passes.lower import dense_kernel, lower
 from nnsym.passes.manager import run_passes
 from nnsym.passes.memory import MemoryPlan, entry_readers, plan_memory
 from nnsym.passes.stype import infer_storage_type
@@ -258,10 +258,7 @@ class Executor:
         for nid, node in enumerate(idx.nodes):
             if node.op is None:
                 continue
-            kernel = node.op.kernels.get(DENSE)
-            if kernel is None:
-                raise NoKernelError(f"node {node.name!r}: operator {node.op.name} has no dense "
-                                    "kernel")
+            dense_kernel(node.op, node.name)
             ins = idx.input_entries[nid]
             outs = list(idx.output_entries(nid))
             reqs = tuple(external.get(o, "write" if readers[o] or o in deliver else "null")
@@ -271,18 +268,13 @@ class Executor:
             if nid in py_nodes:
                 py_reqs[nid] = reqs
                 continue
-            req = reqs[0] if len(set(reqs)) == 1 else "write"
-            call = KernelCall(node.params, tuple(shapes[e] for e in ins),
-                              tuple(dtypes[e] for e in ins), tuple(shapes[e] for e in outs),
-                              tuple(dtypes[e] for e in outs), req,
-                              None if len(set(reqs)) == 1 else reqs)
-            try:
-                low = kernel.lower(call)
-            except NNSymError as e:  # name the node: a lowering sees only shapes and dtypes
-                raise type(e)(f"node {node.name!r} ({node.op.name}): {e}") from None
-            lowered[nid] = (call, low)
-            if node.op.train_mode:
-                train_lowered[nid] = kernel.lower(dataclasses.replace(call, is_train=True))
+            nl = lower(node.op, node.params, [shapes[e] for e in ins], [dtypes[e] for e in ins],
+                       [shapes[e] for e in outs], [dtypes[e] for e in outs], reqs,
+                       node=node.name, train_form=True)
+            low = nl.lowered
+            lowered[nid] = (nl.call, low)
+            if nl.train is not None:
+                train_lowered[nid] = nl.train
             if low.views:
                 views[nid] = dict(low.views)
         self._plan = plan_memory(idx, shapes, dtypes, set(external), views, sparse_eids)

@@ -18,9 +18,10 @@ from nnsym.codegen import compiler
 from nnsym.errors import NoKernelError, ShapeError, node_error
 from nnsym.ir.graph import Entry, Graph, GraphAttrs, Node, variable
 from nnsym.ir.opdef import DENSE, OpDef
-from nnsym.ir.spec import KernelCall, Lowered
+from nnsym.ir.spec import Lowered
 from nnsym.ops.nn.dropout import next_seed
 from nnsym.passes.infer import infer_shape, infer_type
+from nnsym.passes.lower import lower
 from nnsym.passes.manager import run_passes
 from nnsym.types import shape_str
 
@@ -161,9 +162,7 @@ def compile_call(op: OpDef, params: Any, shapes: Sequence[tuple[int, ...]],
         if op.reference is None:
             raise NoKernelError(f"operator {op.name} has no numpy reference")
         return CompiledCall(op, params, tuple(out_s), tuple(out_t), None, [], [], [], len(shapes))
-    kc = KernelCall(params, tuple(tuple(s) for s in shapes), tuple(np.dtype(t) for t in dtypes),
-                    tuple(out_s), tuple(out_t), req)
-    lowered = kernel.lower(kc)
+    lowered = lower(op, params, shapes, dtypes, out_s, out_t, [req] * len(out_s)).lowered
     funcs = compiler.functions([ln.spec for ln in lowered.launches])
     ia = [FFI.new("int64_t[]", list(ln.ia) or [0]) for ln in lowered.launches]
     fa = [FFI.new("double[]", list(ln.fa) or [0.0]) for ln in lowered.launches]
