@@ -18,8 +18,9 @@ from nnsym.context import Context, cpu
 from nnsym.cuda.runtime import NoCudaKernelError, backend, run_launches
 from nnsym.errors import DTypeError, NNSymError, ShapeError
 from nnsym.ir.opdef import DENSE, OpDef, get_op
-from nnsym.ir.spec import KernelCall, Lowered
+from nnsym.ir.spec import Lowered
 from nnsym.ops.common.stype import infer_storage
+from nnsym.passes.lower import lower
 from nnsym.runtime.imperative import _freeze, get_call, infer_one
 from nnsym.types import DispatchMode, SType, dtype_of
 
@@ -574,12 +575,10 @@ def _plan(op: OpDef, raw: tuple[tuple[str, Any], ...], shapes: tuple[tuple[int, 
         return hit
     params, _ = op.parse_params(dict(raw))
     out_s, out_t = infer_one(op, params, shapes, dtypes, "gpu")
-    kernel = op.kernels.get(DENSE)
-    if kernel is None:
+    if DENSE not in op.kernels:
         raise NoCudaKernelError(f"operator {op.name} has no generated kernel, so it cannot "
                                 "run on a gpu context")
-    low = kernel.lower(KernelCall(params, shapes, dtypes, tuple(tuple(s) for s in out_s),
-                                  tuple(np.dtype(t) for t in out_t)))
+    low = lower(op, params, shapes, dtypes, out_s, out_t, ["write"] * len(out_s)).lowered
     res = ([tuple(s) for s in out_s], [np.dtype(t) for t in out_t], low,
            op.num_visible(params))
     with _LOCK:
