@@ -26,8 +26,15 @@ from nnsym.ir.opdef import get_op
 from nnsym.ir.spec import KernelCall, Lowered
 from nnsym.ndarray.gpu import GPUNDArray
 from nnsym.ndarray.ndarray import NDArray, invoke
-from nnsym.ndarray.sparse import BaseSparseNDArray, CSRNDArray, _assign, zeros
-from nnsym.ndarray.sparse_ops import deliver, record, wrap
+from nnsym.ndarray.sparse import (
+    BaseSparseNDArray,
+    CSRNDArray,
+    _assign,
+    deliver,
+    record,
+    wrap,
+    zeros,
+)
 from nnsym.ops.common.stype import Decision, on_fallback
 from nnsym.ops.nn.dropout import next_seed
 from nnsym.passes.gradient import gradient

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from nnsym.ir.namespace import populate_namespaces as _populate_namespaces
+from nnsym.ndarray import sparse_ops as _sparse_ops  # noqa: F401  (installs sparse support)
 from nnsym.ndarray.ndarray import NDArray, arange, array, empty, full, invoke, ones, zeros
 from nnsym.ndarray.ops import make_function as _make_function
 from nnsym.ndarray.sparse import CSRNDArray, RowSparseNDArray, cast_storage
 from nnsym.ndarray.sparse_api import add_sparse_api as _add_sparse_api
-from nnsym.ndarray.sparse_ops import op_call as _op_call  # noqa: F401  (installs sparse support)
 
 _functions, _subs = _populate_namespaces("nnsym.ndarray", _make_function)
 globals().update(_functions)

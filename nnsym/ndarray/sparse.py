@@ -13,13 +13,14 @@ position. Nothing here ever allocates the dense shape unless asked to (``asnumpy
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from nnsym.context import Context, cpu
 from nnsym.errors import NNSymError, ShapeError, StorageTypeError
-from nnsym.ir.storage import Csr, Rsp
+from nnsym.ir.storage import Csr, Rsp, Storage
 from nnsym.ndarray.ndarray import NDArray
 from nnsym.ops.common import storage
 from nnsym.types import SType, dtype_of
@@ -256,7 +257,7 @@ class CSRNDArray(BaseSparseNDArray):
         return CSRNDArray(values, aux[0], aux[1], self._shape, self._ctx)
 
     def _to_dense(self) -> np.ndarray:
-        return storage.to_dense(Csr(self._values, self._indices, self._indptr, self._shape))
+        return storage.to_dense(record(self))
 
     def asscipy(self) -> Any:
         import scipy.sparse as sp  # noqa: PLC0415  (0.2 s: loaded only for asscipy)
@@ -338,7 +339,7 @@ class RowSparseNDArray(BaseSparseNDArray):
         return RowSparseNDArray(values, aux[0], self._shape, self._ctx)
 
     def _to_dense(self) -> np.ndarray:
-        return storage.to_dense(Rsp(self._values, self._indices, self._shape))
+        return storage.to_dense(record(self))
 
     def asscipy(self) -> Any:
         if self.ndim != 2:
@@ -591,17 +592,7 @@ def cast_storage(a: NDArray, stype: str) -> NDArray:
         return NDArray(a.asnumpy(), a.context)
     # dense -> sparse by the storage kernels; csr <-> row_sparse through the stored
     # coordinates (never the dense shape)
-    if isinstance(a, CSRNDArray):
-        rec: Any = Csr(a._values, a._indices, a._indptr, a._shape)
-    elif isinstance(a, RowSparseNDArray):
-        rec = Rsp(a._values, a._indices, a._shape)
-    else:
-        rec = np.ascontiguousarray(a._data)
-    r = storage.convert(rec, SType.parse(stype))
-    if isinstance(r, Csr):
-        return CSRNDArray(r.data, r.indices, r.indptr, tuple(r.shape), a.context)
-    assert isinstance(r, Rsp)
-    return RowSparseNDArray(r.data, r.indices, tuple(r.shape), a.context)
+    return wrap(storage.convert(record(a), SType.parse(stype)), a.context)
 
 
 def _assign(dst: NDArray, src: NDArray) -> None:
@@ -618,3 +609,49 @@ def _assign(dst: NDArray, src: NDArray) -> None:
         dst._buf = None
     else:
         dst._data[...] = conv._data.astype(dst._data.dtype, copy=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# NDArrays as raw storage records (``nnsym.ir.storage``) and back, for the storage kernels
+
+
+def record(a: NDArray) -> Storage:
+    """An NDArray's storage (its own buffers, not copies)."""
+    if isinstance(a, CSRNDArray):
+        return Csr(a._values, a._indices, a._indptr, a.shape)
+    if isinstance(a, RowSparseNDArray):
+        return Rsp(a._values, a._indices, a.shape)
+    return a._data  # type: ignore[no-any-return]
+
+
+def _shared(r: Csr | Rsp, inputs: Sequence[NDArray]) -> tuple[np.ndarray, ...]:
+    """``r``'s index arrays; those an input holds are shared with it (copy on write)."""
+    for a in inputs:
+        if isinstance(a, BaseSparseNDArray) and a._indices is r.indices:
+            return a._shared_aux()
+    return (r.indices, r.indptr) if isinstance(r, Csr) else (r.indices,)
+
+
+def wrap(r: Storage, ctx: Context, inputs: Sequence[NDArray] = ()) -> NDArray:
+    """A storage record as an NDArray of its storage type."""
+    if isinstance(r, Csr):
+        ix, ip = _shared(r, inputs)
+        return CSRNDArray(r.data, ix, ip, tuple(r.shape), ctx)
+    if isinstance(r, Rsp):
+        return RowSparseNDArray(r.data, _shared(r, inputs)[0], tuple(r.shape), ctx)
+    return NDArray(np.asarray(r), ctx)
+
+
+def deliver(target: NDArray, r: Storage, inputs: Sequence[NDArray]) -> bool:
+    """Whether a kernel wrote ``r`` into ``target``'s own buffer (then ``target`` takes the
+    result's index arrays); False when ``r`` is storage of its own, to be assigned."""
+    if isinstance(target, BaseSparseNDArray) and isinstance(r, (Csr, Rsp)) \
+            and r.data is target._values:
+        if r.indices is not target._indices:
+            aux = _shared(r, inputs)
+            target._indices = aux[0]
+            if isinstance(target, CSRNDArray):
+                target._indptr = aux[1]
+            target._aux_exposed = False
+        return True
+    return type(target) is NDArray and r is target._data

@@ -12,59 +12,15 @@ from typing import Any
 
 import numpy as np
 
-from nnsym.context import Context
 from nnsym.errors import ShapeError
 from nnsym.ir.opdef import OpDef, get_op
-from nnsym.ir.storage import Csr, Rsp, Storage
 from nnsym.ndarray import sparse
 from nnsym.ndarray.ndarray import NDArray, install_sparse
-from nnsym.ndarray.sparse import BaseSparseNDArray, CSRNDArray, RowSparseNDArray, _assign
+from nnsym.ndarray.sparse import _assign, deliver, record, wrap
 from nnsym.ops.common.stype import Decision, infer_storage, on_fallback
 from nnsym.runtime import dispatch
 from nnsym.runtime.imperative import infer_one
 from nnsym.types import DispatchMode, SType
-
-
-def record(a: NDArray) -> Storage:
-    """An NDArray's storage (its own buffers, not copies)."""
-    if isinstance(a, CSRNDArray):
-        return Csr(a._values, a._indices, a._indptr, a.shape)
-    if isinstance(a, RowSparseNDArray):
-        return Rsp(a._values, a._indices, a.shape)
-    return a._data  # type: ignore[no-any-return]
-
-
-def _shared(r: Csr | Rsp, inputs: Sequence[NDArray]) -> tuple[np.ndarray, ...]:
-    """``r``'s index arrays; those an input holds are shared with it (copy on write)."""
-    for a in inputs:
-        if isinstance(a, BaseSparseNDArray) and a._indices is r.indices:
-            return a._shared_aux()
-    return (r.indices, r.indptr) if isinstance(r, Csr) else (r.indices,)
-
-
-def wrap(r: Storage, ctx: Context, inputs: Sequence[NDArray] = ()) -> NDArray:
-    """A storage record as an NDArray of its storage type."""
-    if isinstance(r, Csr):
-        ix, ip = _shared(r, inputs)
-        return CSRNDArray(r.data, ix, ip, tuple(r.shape), ctx)
-    if isinstance(r, Rsp):
-        return RowSparseNDArray(r.data, _shared(r, inputs)[0], tuple(r.shape), ctx)
-    return NDArray(np.asarray(r), ctx)
-
-
-def deliver(target: NDArray, r: Storage, inputs: Sequence[NDArray]) -> bool:
-    """Whether a kernel wrote ``r`` into ``target``'s own buffer (then ``target`` takes the
-    result's index arrays); False when ``r`` is storage of its own, to be assigned."""
-    if isinstance(target, BaseSparseNDArray) and isinstance(r, (Csr, Rsp)) \
-            and r.data is target._values:
-        if r.indices is not target._indices:
-            aux = _shared(r, inputs)
-            target._indices = aux[0]
-            if isinstance(target, CSRNDArray):
-                target._indptr = aux[1]
-            target._aux_exposed = False
-        return True
-    return type(target) is NDArray and r is target._data
 
 
 def invoke_sparse(op: OpDef, inputs: Sequence[NDArray], params: dict[str, Any],

@@ -1,7 +1,8 @@
 """The one dispatch of storage decisions: given what storage-type inference decided for a call
 (``Decision``: output storage types, dispatch mode and, for ``fcompute_ex``, the operator's
 storage kernel), run it on raw storage. Serves imperative ``nd`` calls and bound graphs alike
-(through ``nnsym.ndarray.sparse_ops``, which turns NDArrays into storage records and back).
+(through ``nnsym.ndarray.sparse_ops``; ``nnsym.ndarray.sparse`` turns NDArrays into storage
+records and back).
 
 - ``fcompute_ex``: the storage kernel, given this module's :class:`RuntimeEnv`.
 - ``fcompute`` / ``fallback`` with sparse inputs: inputs densified, the dense kernel, outputs
