@@ -165,7 +165,7 @@ class NDArray:
     def __setitem__(self, key: Any, value: Any) -> None:
         key = _index_key(key)
         if isinstance(value, NDArray):
-            value = value._data
+            value = value._data if value.stype == "default" else value.asnumpy()
         elif not isinstance(value, (numbers.Number, np.ndarray, np.generic, list, tuple)):
             raise TypeError(f"cannot assign a {type(value).__name__} to an NDArray")
         try:

@@ -38,6 +38,7 @@ def _clip(g: np.ndarray, c: float) -> np.ndarray:
 def _storage(a: NDArray, what: str) -> np.ndarray:
     """The dense storage of a weight or state (a row_sparse one must hold every row)."""
     if isinstance(a, RowSparseNDArray):
+        a._checked(what)
         if a._indices.size != a.shape[0]:
             raise StorageTypeError(f"{what}: a row_sparse weight or state must store all "
                                    f"{a.shape[0]} rows, it stores {a._indices.size}")
@@ -52,10 +53,11 @@ def _grad(weight: np.ndarray, grad: NDArray, lazy: bool) -> tuple[np.ndarray | N
     if isinstance(grad, RowSparseNDArray):
         if grad.shape != weight.shape:
             raise ShapeError(f"gradient shape {grad.shape} != weight shape {weight.shape}")
+        (rows,) = grad._checked("gradient")
         if lazy:
-            return grad._indices, grad._values
+            return rows, grad._values
         full = np.zeros_like(weight)
-        full[grad._indices] = grad._values
+        full[rows] = grad._values
         return None, full
     if isinstance(grad, BaseSparseNDArray):  # csr: densified (MXNet falls back here too)
         return None, grad.asnumpy().astype(weight.dtype)
@@ -75,7 +77,7 @@ def _kernel_path(weight: np.ndarray, states: tuple[np.ndarray, ...], grad: NDArr
     if isinstance(grad, RowSparseNDArray):
         if grad.shape != weight.shape:
             raise ShapeError(f"gradient shape {grad.shape} != weight shape {weight.shape}")
-        return optim, grad._values, grad._indices
+        return optim, grad._values, grad._checked("gradient")[0]
     if isinstance(grad, BaseSparseNDArray):
         return None
     if grad.shape != weight.shape:

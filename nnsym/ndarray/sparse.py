@@ -8,6 +8,14 @@ tuples with the values permuted alongside, duplicates summed. Out-of-range ids, 
 indptr, length mismatches and non-integer index arrays raise ``StorageTypeError`` naming the
 position. Nothing here ever allocates the dense shape unless asked to (``asnumpy``,
 ``tostype('default')``), so a 1,000,000 x 1,000,000 csr is an ordinary array.
+
+Memory safety: the kernels index memory with the index arrays, so these are trusted only while
+nnsym alone can change them. ``.indices`` and ``.indptr`` are writable views (as in MXNet);
+once a caller holds one, the array's structure is checked (one O(rows + nnz) pass in C) every
+time it reaches a kernel, a copy or a slice, and a broken one raises ``StorageTypeError``
+naming the array, the position and the value. The public constructors
+(``CSRNDArray(data, indices, indptr, shape)``, ``RowSparseNDArray(data, indices, shape)``)
+validate and canonicalise what they are given.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from nnsym.errors import NNSymError, ShapeError, StorageTypeError
 from nnsym.ir.storage import Csr, Rsp, Storage
 from nnsym.ndarray.ndarray import NDArray
 from nnsym.ops.common import storage
+from nnsym.ops.common.sparse import csr_problem, rsp_problem
 from nnsym.types import SType, dtype_of
 
 _CPU = cpu()
@@ -53,21 +62,42 @@ def _index_array(v: Any, what: str) -> np.ndarray:
 
 
 def _values(v: Any, dtype: Any) -> np.ndarray:
+    """Stored values as a private C-contiguous copy: of ``dtype``; else of the source's dtype
+    where it has one (a numpy array or NDArray, even with no values stored); else float32 (a
+    list), as MXNet's sparse constructors choose."""
     a = v._data if isinstance(v, NDArray) and type(v) is NDArray else v
+    has_dtype = isinstance(a, np.ndarray)
     a = np.asarray(a)
     dt = dtype_of(dtype) if dtype is not None else (
-        a.dtype if a.dtype.kind in "fiub" and a.size else np.dtype(np.float32))
+        a.dtype if has_dtype and a.dtype.kind in "fiub" else np.dtype(np.float32))
     return np.array(a, dtype=dt, order="C", copy=True)
 
 
+INT64_MAX = (1 << 63) - 1
+
+
 def _check_shape(shape: Any) -> tuple[int, ...]:
+    """A shape as ints: non-negative, each dimension and the element count within int64."""
     try:
         s = tuple(int(d) for d in shape)
     except TypeError:
         raise ShapeError(f"a shape must be a tuple of ints, not {shape!r}") from None
     if any(d < 0 for d in s):
         raise ShapeError(f"negative dimension in shape {s}")
+    if _prod(s) > INT64_MAX:
+        raise ShapeError(f"shape {s} has {_prod(s)} elements, beyond int64")
     return s
+
+
+def _indptr_zeros(shape: tuple[int, ...]) -> np.ndarray:
+    """The zero indptr (rows + 1 int64) of a csr of ``shape``; ShapeError naming its byte size
+    where it cannot be allocated."""
+    nbytes = (shape[0] + 1) * 8
+    try:
+        return np.zeros(shape[0] + 1, np.int64)
+    except (MemoryError, ValueError):
+        raise ShapeError(f"a csr of shape {shape} needs an indptr of {nbytes:,} bytes "
+                         f"({shape[0]} rows + 1), which cannot be allocated") from None
 
 
 def _first_bad(mask: np.ndarray) -> int:
@@ -82,13 +112,13 @@ class BaseSparseNDArray(NDArray):
 
     def __init__(self, values: np.ndarray, indices: np.ndarray, shape: tuple[int, ...],
                  ctx: Context | None = None):
-        # Trusted parts (canonical); public constructors validate first.
+        # Trusted parts (canonical): the subclasses' public constructors validate first.
         self._values = values
         self._indices = indices
         # Index arrays may be shared between arrays of one pattern (a value map's result, a
         # copy): shared ones are read-only, and .indices / .indptr first take a private copy
         # (copy on write). _aux_exposed: a caller holds a view of this array's index arrays,
-        # so they are copied rather than shared from then on.
+        # so they are copied rather than shared from then on, and checked before every use.
         self._aux_exposed = False
         self._shape = tuple(int(d) for d in shape)
         self._dt = values.dtype
@@ -134,10 +164,26 @@ class BaseSparseNDArray(NDArray):
         self._aux_exposed = True
         return NDArray(self._indices, self._ctx)
 
+    def _checked(self, what: str = "") -> tuple[np.ndarray, ...]:
+        """The index arrays, checked first where a caller holds views of them (and so could
+        have broken them): StorageTypeError naming the array, the position and the value."""
+        aux = self._aux()
+        if self._aux_exposed:
+            problem = self._problem()
+            if problem is not None:
+                shape = "x".join(str(d) for d in self._shape)
+                raise StorageTypeError(
+                    f"{what}{': ' if what else ''}{self._stype} array of shape {shape}: "
+                    f"{problem} (its index arrays were changed through .indices/.indptr)")
+        return aux
+
+    def _problem(self) -> str | None:
+        raise NotImplementedError
+
     def _shared_aux(self) -> tuple[np.ndarray, ...]:
         """The index arrays for a new array of the same pattern to share (made read-only);
-        copies where a caller holds views of them (``.indices`` / ``.indptr``)."""
-        aux = self._aux()
+        checked copies where a caller holds views of them (``.indices`` / ``.indptr``)."""
+        aux = self._checked()
         if self._aux_exposed:
             return tuple(a.copy() for a in aux)
         for a in aux:
@@ -237,10 +283,24 @@ class CSRNDArray(BaseSparseNDArray):
     __slots__ = ("_indptr",)
     _stype = "csr"
 
-    def __init__(self, values: np.ndarray, indices: np.ndarray, indptr: np.ndarray,
-                 shape: tuple[int, ...], ctx: Context | None = None):
-        super().__init__(values, indices, shape, ctx)
-        self._indptr = indptr
+    def __init__(self, data: Any, indices: Any, indptr: Any, shape: Any,
+                 ctx: Context | None = None):
+        """A csr from its parts, validated and canonicalised (copies; see ``csr_matrix``)."""
+        src = csr_matrix((data, indices, indptr), shape=shape, ctx=ctx)
+        super().__init__(src._values, src._indices, src._shape, ctx)
+        self._indptr: np.ndarray = src._indptr
+
+    @classmethod
+    def _make(cls, values: np.ndarray, indices: np.ndarray, indptr: np.ndarray,
+              shape: tuple[int, ...], ctx: Context | None = None) -> CSRNDArray:
+        """From trusted canonical parts (nnsym's own results), not checked."""
+        a = cls.__new__(cls)
+        BaseSparseNDArray.__init__(a, values, indices, shape, ctx)
+        a._indptr = indptr
+        return a
+
+    def _problem(self) -> str | None:
+        return csr_problem(self._indptr, self._indices, self._shape)
 
     @property
     def indptr(self) -> NDArray:
@@ -254,7 +314,7 @@ class CSRNDArray(BaseSparseNDArray):
         return (self._indices, self._indptr)
 
     def _with(self, values: np.ndarray, *aux: np.ndarray) -> CSRNDArray:
-        return CSRNDArray(values, aux[0], aux[1], self._shape, self._ctx)
+        return CSRNDArray._make(values, aux[0], aux[1], self._shape, self._ctx)
 
     def _to_dense(self) -> np.ndarray:
         return storage.to_dense(record(self))
@@ -262,8 +322,8 @@ class CSRNDArray(BaseSparseNDArray):
     def asscipy(self) -> Any:
         import scipy.sparse as sp  # noqa: PLC0415  (0.2 s: loaded only for asscipy)
 
-        return sp.csr_matrix((self._values.copy(), self._indices.copy(), self._indptr.copy()),
-                             shape=self._shape)
+        ix, ip = self._checked("asscipy")
+        return sp.csr_matrix((self._values.copy(), ix.copy(), ip.copy()), shape=self._shape)
 
     def __getitem__(self, key: Any) -> NDArray:
         """Rows ``a[i]`` or ``a[start:stop]`` (step 1) as a csr, as MXNet slices csr."""
@@ -277,13 +337,14 @@ class CSRNDArray(BaseSparseNDArray):
             raise NNSymError("csr arrays slice by rows only: a[i] or a[start:stop]")
         start, stop, _ = key.indices(rows)
         stop = max(start, stop)
-        lo, hi = int(self._indptr[start]), int(self._indptr[stop])
-        return CSRNDArray(self._values[lo:hi].copy(), self._indices[lo:hi].copy(),
-                          self._indptr[start:stop + 1] - lo, (stop - start, self._shape[1]),
-                          self._ctx)
+        ix, ip = self._checked("slice")
+        lo, hi = int(ip[start]), int(ip[stop])
+        return CSRNDArray._make(self._values[lo:hi].copy(), ix[lo:hi].copy(),
+                                ip[start:stop + 1] - lo, (stop - start, self._shape[1]),
+                                self._ctx)
 
     def check_format(self, full_check: bool = True) -> None:
-        rows, cols = self._shape
+        rows = self._shape[0]
         ip, ix, v = self._indptr, self._indices, self._values
         if ip.dtype != np.int64 or ix.dtype != np.int64:
             raise StorageTypeError(f"csr index arrays must be int64, not {ix.dtype}/{ip.dtype}")
@@ -298,27 +359,9 @@ class CSRNDArray(BaseSparseNDArray):
             raise StorageTypeError(f"csr indptr[-1] is {int(ip[-1])}, expected nnz = {v.size}")
         if not full_check:
             return
-        d = np.diff(ip)
-        if (d < 0).any():
-            i = _first_bad(d < 0)
-            raise StorageTypeError(f"csr indptr decreases at position {i + 1}: "
-                                   f"{int(ip[i])} then {int(ip[i + 1])}")
-        bad = (ix < 0) | (ix >= cols)
-        if bad.any():
-            i = _first_bad(bad)
-            raise StorageTypeError(f"csr column index {int(ix[i])} at position {i} is out of "
-                                   f"range for {cols} columns")
-        if ix.size > 1:
-            same_row = np.ones(ix.size - 1, bool)
-            starts = ip[1:-1]
-            starts = starts[(starts > 0) & (starts < ix.size)]
-            same_row[starts - 1] = False
-            bad = same_row & (ix[1:] <= ix[:-1])
-            if bad.any():
-                i = _first_bad(bad) + 1
-                raise StorageTypeError(f"csr column indices are not strictly increasing within "
-                                       f"a row at position {i} ({int(ix[i - 1])} then "
-                                       f"{int(ix[i])})")
+        problem = csr_problem(ip, ix, self._shape)
+        if problem is not None:
+            raise StorageTypeError(f"csr {problem}")
 
     def __repr__(self) -> str:
         return (f"\n<CSRNDArray {self._shape[0]}x{self._shape[1]} nnz={self.nnz} "
@@ -331,12 +374,29 @@ class RowSparseNDArray(BaseSparseNDArray):
     __slots__ = ()
     _stype = "row_sparse"
 
+    def __init__(self, data: Any, indices: Any, shape: Any, ctx: Context | None = None):
+        """A row_sparse from its parts, validated and canonicalised (copies; see
+        ``row_sparse_array``)."""
+        src = row_sparse_array((data, indices), shape=shape, ctx=ctx)
+        super().__init__(src._values, src._indices, src._shape, ctx)
+
+    @classmethod
+    def _make(cls, values: np.ndarray, indices: np.ndarray, shape: tuple[int, ...],
+              ctx: Context | None = None) -> RowSparseNDArray:
+        """From trusted canonical parts (nnsym's own results), not checked."""
+        a = cls.__new__(cls)
+        BaseSparseNDArray.__init__(a, values, indices, shape, ctx)
+        return a
+
+    def _problem(self) -> str | None:
+        return rsp_problem(self._indices, self._shape[0])
+
     @property
     def nnz(self) -> int:
         return int(self._values.size)
 
     def _with(self, values: np.ndarray, *aux: np.ndarray) -> RowSparseNDArray:
-        return RowSparseNDArray(values, aux[0], self._shape, self._ctx)
+        return RowSparseNDArray._make(values, aux[0], self._shape, self._ctx)
 
     def _to_dense(self) -> np.ndarray:
         return storage.to_dense(record(self))
@@ -346,8 +406,9 @@ class RowSparseNDArray(BaseSparseNDArray):
             raise StorageTypeError(f"asscipy needs a 2-D array, this one has shape {self.shape}")
         import scipy.sparse as sp  # noqa: PLC0415  (0.2 s: loaded only for asscipy)
 
-        rows = np.repeat(self._indices, self._shape[1])
-        cols = np.tile(np.arange(self._shape[1], dtype=np.int64), self._indices.size)
+        (ix,) = self._checked("asscipy")
+        rows = np.repeat(ix, self._shape[1])
+        cols = np.tile(np.arange(self._shape[1], dtype=np.int64), ix.size)
         return sp.csr_matrix((self._values.reshape(-1).copy(), (rows, cols)), shape=self._shape)
 
     def check_format(self, full_check: bool = True) -> None:
@@ -360,15 +421,9 @@ class RowSparseNDArray(BaseSparseNDArray):
                 f"{', '.join(str(d) for d in self._shape[1:])}) for {ix.size} row ids")
         if not full_check:
             return
-        bad = (ix < 0) | (ix >= self._shape[0])
-        if bad.any():
-            i = _first_bad(bad)
-            raise StorageTypeError(f"row_sparse row id {int(ix[i])} at position {i} is out of "
-                                   f"range for {self._shape[0]} rows")
-        if ix.size > 1 and (ix[1:] <= ix[:-1]).any():
-            i = _first_bad(ix[1:] <= ix[:-1]) + 1
-            raise StorageTypeError(f"row_sparse row ids are not strictly increasing at position "
-                                   f"{i} ({int(ix[i - 1])} then {int(ix[i])})")
+        problem = rsp_problem(ix, self._shape[0])
+        if problem is not None:
+            raise StorageTypeError(f"row_sparse {problem}")
 
     def __repr__(self) -> str:
         shape = "x".join(str(d) for d in self._shape)
@@ -392,7 +447,7 @@ def _canonical_csr(values: np.ndarray, rows: np.ndarray, cols: np.ndarray,
             starts = np.flatnonzero(new)
             values = np.add.reduceat(values, starts).astype(values.dtype, copy=False)
             rows, cols = rows[starts], cols[starts]
-    indptr = np.zeros(shape[0] + 1, np.int64)
+    indptr = _indptr_zeros(shape)
     if rows.size:
         np.cumsum(np.bincount(rows, minlength=shape[0]), out=indptr[1:])
     return (np.ascontiguousarray(values), np.ascontiguousarray(cols, dtype=np.int64), indptr)
@@ -462,7 +517,7 @@ def csr_matrix(arg1: Any, shape: Any = None, ctx: Context | None = None,
             raise StorageTypeError(f"csr indptr[-1] is {int(ip[-1])}, expected nnz = {v.size}")
         rows = np.repeat(np.arange(shp[0], dtype=np.int64), d)
         _check_bounds(ix, shp[1], "csr column index", "columns")
-        return CSRNDArray(*_canonical_csr(v, rows, ix, (shp[0], shp[1])), shp, ctx)
+        return CSRNDArray._make(*_canonical_csr(v, rows, ix, (shp[0], shp[1])), shp, ctx)
     if _is_shape_tuple(arg1):
         return zeros("csr", arg1, ctx, dtype)  # type: ignore[return-value]
     dense = np.asarray(arg1, dtype=dtype_of(dtype) if dtype is not None else None)
@@ -485,7 +540,7 @@ def _from_coo(data: Any, row: Any, col: Any, shape: tuple[int, ...] | None,
         shape = (int(r.max()) + 1 if r.size else 0, int(c.max()) + 1 if c.size else 0)
     _check_bounds(r, shape[0], "csr row index", "rows")
     _check_bounds(c, shape[1], "csr column index", "columns")
-    return CSRNDArray(*_canonical_csr(v, r, c, (shape[0], shape[1])), tuple(shape), ctx)
+    return CSRNDArray._make(*_canonical_csr(v, r, c, (shape[0], shape[1])), tuple(shape), ctx)
 
 
 def _check_bounds(ix: np.ndarray, n: int, what: str, unit: str) -> None:
@@ -522,7 +577,7 @@ def row_sparse_array(arg1: Any, shape: Any = None, ctx: Context | None = None,
             raise ShapeError(f"row_sparse data rows have shape {v.shape[1:]} but the array's "
                              f"shape {shp} needs rows of shape {shp[1:]}")
         _check_bounds(ix, shp[0], "row_sparse row id", "rows")
-        return RowSparseNDArray(*_canonical_rsp(v, ix), shp, ctx)
+        return RowSparseNDArray._make(*_canonical_rsp(v, ix), shp, ctx)
     if _is_shape_tuple(arg1):
         return zeros("row_sparse", arg1, ctx, dtype)  # type: ignore[return-value]
     dense = np.asarray(arg1, dtype=dtype_of(dtype) if dtype is not None else None)
@@ -541,12 +596,13 @@ def zeros(stype: str, shape: Any, ctx: Context | None = None, dtype: Any = None,
     if stype == "csr":
         if len(shp) != 2:
             raise ShapeError(f"a csr array is 2-D, not of shape {shp}")
-        return CSRNDArray(np.zeros(0, dt), np.zeros(0, np.int64), np.zeros(shp[0] + 1, np.int64),
-                          shp, ctx)
+        return CSRNDArray._make(np.zeros(0, dt), np.zeros(0, np.int64), _indptr_zeros(shp),
+                                shp, ctx)
     if stype == "row_sparse":
         if not shp:
             raise ShapeError("a row_sparse array needs at least one dimension")
-        return RowSparseNDArray(np.zeros((0, *shp[1:]), dt), np.zeros(0, np.int64), shp, ctx)
+        return RowSparseNDArray._make(np.zeros((0, *shp[1:]), dt), np.zeros(0, np.int64), shp,
+                                      ctx)
     raise StorageTypeError(f"unknown storage type {stype!r}; expected one of {STYPES}")
 
 
@@ -615,12 +671,14 @@ def _assign(dst: NDArray, src: NDArray) -> None:
 # NDArrays as raw storage records (``nnsym.ir.storage``) and back, for the storage kernels
 
 
-def record(a: NDArray) -> Storage:
-    """An NDArray's storage (its own buffers, not copies)."""
+def record(a: NDArray, what: str = "") -> Storage:
+    """An NDArray's storage (its own buffers, not copies), for kernels: index arrays a caller
+    could have changed are checked first (StorageTypeError, prefixed by ``what``)."""
     if isinstance(a, CSRNDArray):
-        return Csr(a._values, a._indices, a._indptr, a.shape)
+        ix, ip = a._checked(what)
+        return Csr(a._values, ix, ip, a.shape)
     if isinstance(a, RowSparseNDArray):
-        return Rsp(a._values, a._indices, a.shape)
+        return Rsp(a._values, a._checked(what)[0], a.shape)
     return a._data  # type: ignore[no-any-return]
 
 
@@ -636,9 +694,9 @@ def wrap(r: Storage, ctx: Context, inputs: Sequence[NDArray] = ()) -> NDArray:
     """A storage record as an NDArray of its storage type."""
     if isinstance(r, Csr):
         ix, ip = _shared(r, inputs)
-        return CSRNDArray(r.data, ix, ip, tuple(r.shape), ctx)
+        return CSRNDArray._make(r.data, ix, ip, tuple(r.shape), ctx)
     if isinstance(r, Rsp):
-        return RowSparseNDArray(r.data, _shared(r, inputs)[0], tuple(r.shape), ctx)
+        return RowSparseNDArray._make(r.data, _shared(r, inputs)[0], tuple(r.shape), ctx)
     return NDArray(np.asarray(r), ctx)
 
 

@@ -35,9 +35,12 @@ def invoke_sparse(op: OpDef, inputs: Sequence[NDArray], params: dict[str, Any],
     if dec.dispatch == DispatchMode.FALLBACK:
         on_fallback(op, params, ins, dec.outs)
     targets = None if out is None else [out] if isinstance(out, NDArray) else list(out)
-    usable = [record(t) for t in targets] if targets is not None and \
+    usable = [record(t, f"{op.name} out=") for t in targets] if targets is not None and \
         dec.dispatch == DispatchMode.FCOMPUTE_EX and _fits(targets, dec, out_s, out_t) else []
-    res = dispatch.run(op, p, params, dec, [record(a) for a in inputs], out_s, out_t, usable)
+    names = op.input_names(p)
+    recs = [record(a, f"{op.name} input '{names[i] if i < len(names) else i}'")
+            for i, a in enumerate(inputs)]
+    res = dispatch.run(op, p, params, dec, recs, out_s, out_t, usable)
     res = res[:op.num_visible(p)]
     ctx = inputs[0].context
     if targets is None:

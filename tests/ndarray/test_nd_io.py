@@ -333,7 +333,10 @@ def test_save_refuses_zero_d_with_sparse_in_one_file():
 
 
 def test_save_checks_sparse_arrays():
-    bad = CSRNDArray(np.ones(2, np.float32), np.array([0, 5]), np.array([0, 2]), (1, 3))
+    with pytest.raises(StorageTypeError, match="column index 5"):  # the constructor checks
+        CSRNDArray(np.ones(2, np.float32), np.array([0, 5]), np.array([0, 2]), (1, 3))
+    bad = CSRNDArray(np.ones(2, np.float32), np.array([0, 1]), np.array([0, 2]), (1, 3))
+    bad.indices[1] = 5  # broken through the view
     with pytest.raises(StorageTypeError):
         save_tobuffer([bad])
 

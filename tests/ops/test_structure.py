@@ -19,6 +19,7 @@ from nnsym.devtools.cuda import sparse as cuda_sparse
 from nnsym.ir.opdef import DENSE
 from nnsym.ndarray.ndarray import invoke
 from nnsym.ops import REGISTRY
+from nnsym.ops.common import sparse as common_sparse
 from nnsym.ops.common.stype import infer_storage, zero_preserving
 from nnsym.testing import make_inputs
 from nnsym.types import DispatchMode, SType
@@ -63,7 +64,7 @@ def test_every_template_is_used_by_its_own_family():
         fam = _family(REGISTRY[v.op].kernels[DENSE].lower.__module__) \
             if v.op in REGISTRY and DENSE in REGISTRY[v.op].kernels else None
         used.setdefault(v.spec.template, set()).add(fam or "?")
-    for t in cuda_sparse.TEMPLATES:
+    for t in (*cuda_sparse.TEMPLATES, *common_sparse.HOST_ONLY_TEMPLATES):
         used.setdefault(t, set()).add("storage kernels")
     orphans = sorted(_template_files() - set(used) - _imported_templates())
     assert not orphans, f"templates no operator renders: {orphans}"

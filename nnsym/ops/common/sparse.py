@@ -156,6 +156,115 @@ def _axis(axis: int, ndim: int) -> int:
     return axis % ndim
 
 
+# ---- structure checks ----
+
+# C templates with no CUDA twin: host-side checks run before data reaches any kernel.
+HOST_ONLY_TEMPLATES = ("common/check_sparse.c.j2",)
+_CHECK_CDEF = """
+int64_t nse_check_csr(const int64_t *indptr, const int64_t *indices, int64_t rows, int64_t cols,
+                      int64_t nnz, int64_t nparts, int64_t *scratch, int64_t *pos);
+int64_t nse_check_rsp(const int64_t *indices, int64_t k, int64_t rows, int64_t *pos);
+"""
+# Entries per part of the parallel csr check at least.
+CHECK_PART_NNZ = 1 << 16
+
+
+def _check_lib() -> Any:
+    return native.loader().library("common/check_sparse.c.j2", _CHECK_CDEF)
+
+
+def _problem(code: int, pos: int, indptr: Array | None, indices: Array, rows: int,
+             cols: int, nnz: int) -> str | None:
+    if code == 0:
+        return None
+    if code == 1:
+        return f"indptr[0] is {int(indptr[0])}, expected 0"  # type: ignore[index]
+    if code == 2:
+        return (f"indptr decreases at position {pos}: {int(indptr[pos - 1])} "  # type: ignore
+                f"then {int(indptr[pos])}")  # type: ignore[index]
+    if code == 3:
+        return f"indptr[{rows}] (the last) is {int(indptr[rows])}, expected nnz = {nnz}"  # type: ignore
+    if code == 4:
+        return (f"column index {int(indices[pos])} at position {pos} is out of range for "
+                f"{cols} columns")
+    if code == 5:
+        return (f"column indices are not strictly increasing within a row at position {pos} "
+                f"({int(indices[pos - 1])} then {int(indices[pos])})")
+    if code == 6:
+        return f"row id {int(indices[pos])} at position {pos} is out of range for {rows} rows"
+    return (f"row ids are not strictly increasing at position {pos} "
+            f"({int(indices[pos - 1])} then {int(indices[pos])})")
+
+
+def _np_check_csr(indptr: Array, indices: Array, rows: int, cols: int) -> tuple[int, int]:
+    nnz = indices.size
+    if indptr[0] != 0:
+        return 1, 0
+    d = np.diff(indptr)
+    if (d < 0).any():
+        return 2, int(np.flatnonzero(d < 0)[0]) + 1
+    if indptr[-1] != nnz:
+        return 3, rows
+    bad = (indices < 0) | (indices >= cols)
+    same_row = np.ones(max(nnz - 1, 0), bool)
+    starts = indptr[1:-1]
+    same_row[starts[(starts > 0) & (starts < nnz)] - 1] = False
+    order = np.zeros(nnz, bool)
+    order[1:] = same_row & (indices[1:] <= indices[:-1])
+    first = [int(np.flatnonzero(m)[0]) if m.any() else nnz for m in (bad, order)]
+    if min(first) == nnz:
+        return 0, 0
+    return (4, first[0]) if first[0] <= first[1] else (5, first[1])
+
+
+def csr_problem(indptr: Array, indices: Array, shape: Sequence[int]) -> str | None:
+    """None when ``(indices, indptr)`` is the canonical structure of a csr of ``shape``
+    (lengths, indptr from 0 to nnz and monotone, column ids strictly increasing within each row
+    and in range); otherwise what is wrong, naming the first offending position and value.
+    One O(rows + nnz) pass in C over any content (never an out-of-bounds access)."""
+    rows, cols = (int(d) for d in shape)
+    if not (isinstance(indptr, np.ndarray) and isinstance(indices, np.ndarray)) or \
+            indptr.dtype != np.int64 or indices.dtype != np.int64:
+        return "index arrays must be int64 numpy arrays"
+    if indptr.shape != (rows + 1,):
+        return f"indptr has shape {indptr.shape}, expected ({rows + 1},) for {rows} rows"
+    if indices.ndim != 1:
+        return f"indices must be 1-D, not of shape {indices.shape}"
+    ip, ix = np.ascontiguousarray(indptr), np.ascontiguousarray(indices)
+    nnz = ix.size
+    if not native.loader().available():
+        code, pos = _np_check_csr(ip, ix, rows, cols)
+        return _problem(code, pos, ip, ix, rows, cols, nnz)
+    nparts = max(1, min(native.loader().num_threads(), nnz // CHECK_PART_NNZ))
+    scratch = np.empty(2 * nparts, np.int64)
+    at = np.zeros(1, np.int64)
+    code = int(_check_lib().nse_check_csr(_p(ip), _p(ix), rows, cols, nnz, nparts, _p(scratch),
+                                          _p(at)))
+    return _problem(code, int(at[0]), ip, ix, rows, cols, nnz)
+
+
+def rsp_problem(indices: Array, rows: int) -> str | None:
+    """None when row ids ``indices`` are strictly increasing in [0, rows); otherwise what is
+    wrong, naming the first offending position and value (one pass in C)."""
+    if not isinstance(indices, np.ndarray) or indices.dtype != np.int64:
+        return "row ids must be an int64 numpy array"
+    if indices.ndim != 1:
+        return f"row ids must be 1-D, not of shape {indices.shape}"
+    ix = np.ascontiguousarray(indices)
+    if not native.loader().available():
+        bad = (ix < 0) | (ix >= rows)
+        order = np.zeros(ix.size, bool)
+        order[1:] = ix[1:] <= ix[:-1]
+        first = [int(np.flatnonzero(m)[0]) if m.any() else ix.size for m in (bad, order)]
+        if min(first) == ix.size:
+            return None
+        code, pos = (6, first[0]) if first[0] <= first[1] else (7, first[1])
+        return _problem(code, pos, None, ix, rows, 0, ix.size)
+    at = np.zeros(1, np.int64)
+    code = int(_check_lib().nse_check_rsp(_p(ix), ix.size, int(rows), _p(at)))
+    return _problem(code, int(at[0]), None, ix, int(rows), 0, ix.size)
+
+
 # ---- storage casts ----
 
 def cast_dense_to_csr(dense: Array) -> Csr:

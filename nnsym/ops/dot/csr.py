@@ -36,6 +36,8 @@ DTYPES = ("float32", "float64")
 REQS = ("write", "add")
 # Entries per task of column marking at least.
 MARK_PART_NNZ = 1 << 16
+# Column counts up to this are indexed directly; beyond it, and beyond 4 * nnz, compressed.
+COMPRESS_COLS_MIN = 1 << 16
 # Multiply-adds per row range (and accumulation buffer) of csr.T . dense at least.
 T_PART_WORK = 1 << 18
 
@@ -180,6 +182,17 @@ def _mark_cols(kern: _Kernels, indices: np.ndarray, indptr: np.ndarray, rows: in
     return colpos, int(k)
 
 
+def _compressed(indices: np.ndarray, cols: int) -> tuple[np.ndarray | None, np.ndarray, int]:
+    """Where the columns far outnumber the entries, (the distinct column ids increasing, the
+    entries' columns as positions among them, their count): the column-indexed scratch of the
+    kernels is then sized by the entries, not by the column count (a csr of 2**40 columns with
+    one entry). Otherwise (None, indices, cols)."""
+    if cols <= COMPRESS_COLS_MIN or cols <= 4 * indices.shape[0]:
+        return None, indices, cols
+    ucols, ranks = np.unique(indices, return_inverse=True)
+    return ucols, np.ascontiguousarray(ranks.reshape(-1), dtype=np.int64), int(ucols.shape[0])
+
+
 def _t_parts(nnz: int, k: int, n: int) -> int:
     """Row ranges (each with its own accumulation buffer) for csr.T . dense of nnz entries into
     k rows of n: one per thread, while each has enough work and the extra buffers (zeroed and
@@ -192,6 +205,7 @@ def _t_parts(nnz: int, k: int, n: int) -> int:
 def _csr_t_dot(kern: _Kernels, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray,
                rows: int, cols: int, rhs: np.ndarray, rmap: np.ndarray | None,
                row_shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    ucols, indices, cols = _compressed(indices, cols)
     colpos, nk = _mark_cols(kern, indices, indptr, rows, cols, rmap)
     values = np.empty((nk, *row_shape), dtype=data.dtype)
     ids = np.empty(nk, np.int64)
@@ -200,7 +214,7 @@ def _csr_t_dot(kern: _Kernels, data: np.ndarray, indices: np.ndarray, indptr: np
     ws = np.empty((nparts - 1) * nk * n, dtype=data.dtype)
     kern.csr_t_dense(rows, cols, n, kern.p(data), _ip(indices), _ip(indptr), kern.p(rhs),
                      _ip(rmap), _ip(colpos), nk, nparts, kern.p(values), kern.p(ws), _ip(ids))
-    return values, ids
+    return values, (ids if ucols is None else ucols[ids])
 
 
 def csr_t_dot_dense(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray,
@@ -296,9 +310,12 @@ def dense_dot_csr(lhs: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr
         raise ValueError(f"dot: lhs {lhs.shape} and csr {(rows, cols)} do not match")
     m = int(lhs.shape[0])
     kern = _kernels(dt)
+    cmap, indices, cols = _compressed(indices, cols)
     colpos, u = _mark_cols(kern, indices, indptr, rows, cols, None)
     ucols = np.empty(u, np.int64)
     kern.col_ids(cols, _ip(colpos), _ip(ucols))
+    if cmap is not None:
+        ucols = cmap[ucols]
     out = np.empty(m * u, dtype=lhs.dtype)
     kern.dense_csr(m, rows, u, kern.p(lhs), kern.p(data), _ip(indices), _ip(indptr),
                    _ip(colpos), kern.p(out))
@@ -350,10 +367,8 @@ def dot_storage(env: Env, call: StorageCall, ins: Sequence[Storage]) -> list[Any
     if isinstance(a, Csr):
         rhs = to_dense(b)
         if p.transpose_a:
-            rows = np.unique(a.indices)
-            res = _csr_matmul(a, rhs, transpose=True).astype(dt)
-            vals = np.ascontiguousarray(res[rows]).reshape((rows.size, *shape[1:]))
-            return [Rsp(vals, rows.astype(np.int64), shape)]
+            rows, vals = _csr_t_matmul(a, rhs)
+            return [Rsp(vals.astype(dt).reshape((rows.size, *shape[1:])), rows, shape)]
         return [np.ascontiguousarray(_csr_matmul(a, rhs).astype(dt).reshape(shape))]
     assert isinstance(b, Csr) and isinstance(a, np.ndarray)
     res = _csr_matmul(b, a.T, transpose=True).T.astype(dt)
@@ -377,12 +392,18 @@ def backward_dot_csr(env: Env, call: StorageCall, ins: Sequence[Storage]) -> lis
         v, ix = csr_t_dot_dense(lhs.data, lhs.indices, lhs.indptr,
                                 (lhs.shape[0], lhs.shape[1]), g)
     else:
-        full = _csr_matmul(lhs, g.reshape(g.shape[0], -1), transpose=True).astype(
-            call.out_dtypes[1])
-        ix = np.unique(lhs.indices).astype(np.int64)
-        v = np.ascontiguousarray(full[ix])
+        ix, v = _csr_t_matmul(lhs, g.reshape(g.shape[0], -1))
+        v = v.astype(call.out_dtypes[1])
     res[1] = Rsp(np.ascontiguousarray(v).reshape((ix.size, *shape1[1:])), ix, shape1)
     return res
+
+
+def _csr_t_matmul(a: Csr, rhs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``a.T @ rhs`` in numpy as (the columns holding an entry, increasing; their rows of the
+    product), sized by the entries rather than the column count."""
+    cols, ranks = np.unique(a.indices, return_inverse=True)
+    packed = Csr(a.data, ranks.reshape(-1).astype(np.int64), a.indptr, (a.shape[0], cols.size))
+    return cols.astype(np.int64), np.ascontiguousarray(_csr_matmul(packed, rhs, transpose=True))
 
 
 def _csr_matmul(a: Csr, rhs: np.ndarray, transpose: bool = False) -> np.ndarray:
