@@ -106,14 +106,26 @@ def vector_math() -> tuple[str, ...]:
     return base
 
 
+def sanitize_flags() -> list[str]:
+    """``NNSYM_SANITIZE=address`` builds every kernel with AddressSanitizer (a testing aid: the
+    process must preload the ASan runtime, ``LD_PRELOAD=$(gcc -print-file-name=libasan.so)``).
+    The flags are part of the cache key, so sanitized builds never mix with normal ones."""
+    want = os.environ.get("NNSYM_SANITIZE", "").strip().lower()
+    if not want:
+        return []
+    if want != "address":
+        raise NNSymError(f"NNSYM_SANITIZE must be 'address' or empty, not {want!r}")
+    return ["-fsanitize=address", "-fno-omit-frame-pointer"]
+
+
 def flags() -> list[str]:
     f = ["-O3", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=off", "-fopenmp-simd",
-         "-fno-strict-aliasing", "-std=gnu11", *isa_flags()]
+         "-fno-strict-aliasing", "-std=gnu11", *isa_flags(), *sanitize_flags()]
     return f
 
 
 def link_flags() -> list[str]:
-    return ["-lmvec", "-lm"] if vector_math() else ["-lm"]
+    return (["-lmvec", "-lm"] if vector_math() else ["-lm"]) + sanitize_flags()
 
 
 def _cython_blas() -> Any:
