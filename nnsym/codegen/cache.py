@@ -75,7 +75,7 @@ def configured_root() -> Path:
 
 _ROOT_LOCK = threading.Lock()
 _ROOTS: dict[Path, Path | CacheUnavailableError] = {}  # configured -> the one in use
-_FALLBACKS: set[Path] = set()  # private temporary caches made by this process
+_FALLBACKS: dict[Path, Path] = {}  # private temporary cache -> the configured one it replaces
 
 
 def cache_root() -> Path:
@@ -126,7 +126,7 @@ def _fallback(configured: Path, problem: OSError) -> Path | CacheUnavailableErro
             f"{why}, and no private temporary cache could be made either ({_describe(e)}); "
             "set NNSYM_CACHE_DIR to a writable directory")
     atexit.register(shutil.rmtree, tmp, True)
-    _FALLBACKS.add(tmp)
+    _FALLBACKS[tmp] = configured
     warn_user(f"nnsym: {why}; compiled kernels go to a private temporary cache {tmp}, removed "
               "at exit (set NNSYM_CACHE_DIR to a writable directory to keep them)", CacheWarning)
     return tmp
@@ -205,10 +205,16 @@ def entry_problem(final: Path, key: str | None = None) -> str | None:
 def build_cached(key: str, build: Callable[[Path], None], root: Path | None = None) -> Path:
     """Return the entry for ``key``, building it (at most once per winner of a race). Without
     ``root``, a default cache that turns out unwritable mid-way (full, made read-only) is
-    replaced by a private temporary one (one warning) and the build runs again there."""
+    replaced by a private temporary one (one warning) and the build runs again there; entries
+    already in the configured directory are still used from there (a read-only shared cache)."""
     if root is not None:
         return _build_in(key, build, root)
     used = cache_root()
+    origin = _FALLBACKS.get(used)
+    if origin is not None:  # entries the configured directory holds still serve, read-only
+        final = entry_dir(key, origin)
+        if final.is_dir() and verify(final, key):
+            return final
     try:
         return _build_in(key, build, used)
     except OSError as e:

@@ -123,19 +123,28 @@ def test_a_cache_failing_mid_build_moves_to_a_private_cache(tmp_path, monkeypatc
     bad = tmp_path / "full"
     monkeypatch.setenv("NNSYM_CACHE_DIR", str(bad))
     monkeypatch.setattr(cache, "_ROOTS", {})
-    monkeypatch.setattr(cache, "_FALLBACKS", set())
+    monkeypatch.setattr(cache, "_FALLBACKS", {})
+    full = False
+    built = []
 
     def build(tmp: Path) -> None:
-        if str(tmp).startswith(str(bad)):
+        if full and str(tmp).startswith(str(bad)):
             raise OSError(errno.ENOSPC, "No space left on device")
-        (tmp / "lib.so").write_bytes(b"\x7fELF")
+        key = tmp.parent.name * 32
+        built.append(key)
+        (tmp / "lib.so").write_bytes(b"\x7fELF" + key.encode())
         (tmp / "meta.json").write_text(json.dumps(
-            {"key": "ab" * 32, "sha256": cache.file_sha256(tmp / "lib.so")}))
+            {"key": key, "sha256": cache.file_sha256(tmp / "lib.so")}))
 
+    old = cache.build_cached("cd" * 32, build)  # built while there was room
+    assert str(old).startswith(str(bad))
+    full = True
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         entry = cache.build_cached("ab" * 32, build)
         assert cache.build_cached("ab" * 32, build) == entry  # found in the fallback now
+        assert cache.build_cached("cd" * 32, build) == old  # still served from where it is
+    assert built == ["cd" * 32, "ab" * 32]
     assert not str(entry).startswith(str(bad))
     assert cache.verify(entry, "ab" * 32)
     msgs = [str(m.message) for m in w if issubclass(m.category, cache.CacheWarning)]
