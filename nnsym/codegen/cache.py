@@ -273,15 +273,19 @@ def _pid_alive(pid: int) -> bool:
 
 def is_stale(path: Path, now: float | None = None) -> bool:
     """A ``.tmp-<key>-<pid>-*`` build directory nobody will finish (see ``STALE_SECONDS``)."""
-    try:
-        age = (now or time.time()) - path.stat().st_mtime
-    except OSError:
-        return False
+    age = _age(path, now or time.time())
     if age > STALE_SECONDS:
         return True
     parts = path.name.split("-")
     pid = parts[2] if len(parts) > 3 else ""
     return pid.isdigit() and age > STALE_DEAD_SECONDS and not _pid_alive(int(pid))
+
+
+def _age(path: Path, now: float) -> float:
+    try:
+        return now - path.lstat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _size(path: Path) -> int:
@@ -379,6 +383,9 @@ def check(root: Path | None = None) -> CheckReport:
         shards = sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
         for p in root.glob(".clear-*"):
             drop(p, "leftover of an interrupted clear")
+        for p in root.glob(".probe-*"):
+            if _age(p, now) > STALE_DEAD_SECONDS:
+                drop(p, "leftover of an interrupted write check")
         for shard in shards:
             for p in sorted(shard.iterdir()):
                 if p.name.startswith(".tmp-"):

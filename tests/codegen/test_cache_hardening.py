@@ -282,11 +282,15 @@ def test_cache_check_removes_a_corrupted_entry_and_it_is_rebuilt(tmp_path, capsy
     stale = victim.parent / f".tmp-00000000-{999_999_999}-z"  # a killed compile's
     stale.mkdir()
     _aged(stale, 300)
+    probe = tmp_path / ".probe-killed"  # a write check cut short
+    probe.write_text("")
+    _aged(probe, 300)
     assert main(["cache", "--check", "--dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
+    assert f"removed {probe}: leftover of an interrupted write check" in out
     assert f"removed {victim}: lib.so does not match its checksum" in out
     assert f"removed {stale}: stale build directory" in out
-    assert f"{len(entries) - 1} entr" in out and "ok, 2 removed" in out
+    assert f"{len(entries) - 1} entr" in out and "ok, 3 removed" in out
     assert not victim.exists() and not stale.exists()
     # healthy now: nothing more to remove
     assert main(["cache", "check", "--dir", str(tmp_path)]) == 0
