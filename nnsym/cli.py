@@ -410,14 +410,26 @@ def demo_train_sparse(epochs: int = 5, batch: int = 128, seed: int = 0,
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    if args.action == "info":
-        info = cache.info()
+    root = Path(args.dir) if args.dir else cache.configured_root()
+    action = args.flag or args.action or "info"
+    if action == "info":
+        info = cache.info(root)
         print(f"kernel cache: {info['path']}")
         print(f"entries: {info['entries']}, size: {info['bytes'] / 1e6:.1f} MB")
         print("(set NNSYM_CACHE_DIR to move it)")
+    elif action == "clear":
+        n = cache.clear(root)
+        print(f"removed {n} cached build(s) from {root / cache.FORMAT}")
     else:
-        n = cache.clear()
-        print(f"removed {n} cached build(s) from {cache.cache_root() / cache.FORMAT}")
+        report = cache.check(root)
+        for path, reason, _ in report.removed:
+            print(f"removed {path}: {reason}")
+        for problem in report.problems:
+            print(f"problem: {problem}", file=sys.stderr)
+        print(f"kernel cache {root}: {report.ok} entr{'y' if report.ok == 1 else 'ies'} ok, "
+              f"{len(report.removed)} removed, {report.bytes_freed / 1e6:.2f} MB freed"
+              + ("" if report.healthy else f", {len(report.problems)} problem(s) left"))
+        return 0 if report.healthy else 1
     return 0
 
 
@@ -477,8 +489,16 @@ def build_parser() -> argparse.ArgumentParser:
     pd = sub.add_parser("demo", help="build an MLP and a small conv net, infer, print, dump JSON")
     pd.add_argument("--out", metavar="DIR", help="where to write the JSON (default: a temp dir)")
     pd.set_defaults(func=cmd_demo)
-    pc = sub.add_parser("cache", help="show or clear the compiled-kernel cache")
-    pc.add_argument("action", choices=["info", "clear"])
+    pc = sub.add_parser("cache", help="show, check (verify and prune) or clear the "
+                        "compiled-kernel cache")
+    pc.add_argument("action", nargs="?", choices=["info", "check", "clear"],
+                    help="info (default), check: remove broken entries, stale build "
+                    "directories and old failed sources (exit 1 where problems remain), clear")
+    for name in ("info", "check", "clear"):
+        pc.add_argument(f"--{name}", dest="flag", action="store_const", const=name,
+                        help=f"same as the {name} action")
+    pc.add_argument("--dir", metavar="DIR", help="the cache directory (default: "
+                    "$NNSYM_CACHE_DIR, else ~/.cache/nnsym)")
     pc.set_defaults(func=cmd_cache)
     return p
 

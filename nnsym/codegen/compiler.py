@@ -5,6 +5,12 @@ Flags: ``-O3 -fno-math-errno -ffp-contract=off`` (no FMA contraction, so results
 numpy bit for bit where the math allows), explicit ISA flags from /proc/cpuinfo instead of
 ``-march=native`` (written into the cache key), vector math through glibc's libmvec declared in
 the prologue, never ``-ffast-math`` (it breaks NaN semantics and sets FTZ for the process).
+
+The compiler is ``$CC`` split like a shell word list (``ccache gcc``, ``gcc -m64``), else the one
+Python was built with (``sysconfig``'s ``CC``), else ``cc``, else ``gcc``. A ``CC`` that is not
+found or fails a tiny test compile is not used: one :class:`CompilerWarning` names it and says
+what runs instead (the default compiler, or the numpy backend where there is none). Nothing is
+compiled or written at import; the C runtime (``runtime/runlib.c``) is built on first use.
 """
 
 from __future__ import annotations
@@ -17,8 +23,11 @@ import json
 import logging
 import os
 import platform
+import shlex
 import shutil
 import subprocess
+import sysconfig
+import tempfile
 import threading
 import time
 import warnings
@@ -29,7 +38,15 @@ from typing import Any
 
 import cffi
 
-from nnsym.codegen.cache import build_cached, cache_key, cache_root, file_sha256
+from nnsym.codegen.cache import (
+    CacheUnavailableError,
+    build_cached,
+    cache_key,
+    cache_root,
+    file_sha256,
+    prune_failed,
+    warn_user,
+)
 from nnsym.codegen.render import render_unit, signature
 from nnsym.errors import NNSymError
 from nnsym.ir.spec import KernelSpec
@@ -52,21 +69,99 @@ class NoCompilerError(NNSymError):
     """No C compiler is available (nnsym then runs numpy references)."""
 
 
-@functools.lru_cache(maxsize=1)
+class CompilerWarning(UserWarning):
+    """``CC`` names a compiler that cannot be used; the message says what runs instead."""
+
+
 def compiler() -> str | None:
-    cc = os.environ.get("CC") or "cc"
-    path = shutil.which(cc) or shutil.which("gcc")
-    return os.path.realpath(path) if path else None
+    """The compiler command as one shell string (``ccache gcc``), or None where there is none."""
+    cmd = compiler_command()
+    return shlex.join(cmd) if cmd else None
+
+
+@functools.lru_cache(maxsize=1)
+def compiler_command() -> tuple[str, ...] | None:
+    """The compiler command as an argument list (see the module docstring for the choice)."""
+    env = os.environ.get("CC", "").strip()
+    if not env:
+        return _default_compiler()
+    found = _cc_from_env(env)
+    if isinstance(found, tuple):
+        return found
+    default = _default_compiler()
+    if default is not None and _test_compile(default) is not None:
+        default = None
+    instead = (f"using {shlex.join(default)} instead" if default else
+               "no other C compiler works either, so operators run their numpy reference "
+               "implementations (slow)")
+    warn_user(f"nnsym: CC={env!r} cannot be used as the C compiler ({found}); {instead}",
+              CompilerWarning)
+    return default
+
+
+def _cc_from_env(env: str) -> tuple[str, ...] | str:
+    """The command ``CC`` names, or why it cannot be used."""
+    try:
+        argv = shlex.split(env)
+    except ValueError as e:
+        return f"cannot be split into words: {e}"
+    if not argv:
+        return "no command in it"
+    path = shutil.which(argv[0])
+    if path is None:
+        return f"{argv[0]!r} not found"
+    cmd = (path, *argv[1:])
+    problem = _test_compile(cmd)
+    return cmd if problem is None else problem
+
+
+def _default_compiler() -> tuple[str, ...] | None:
+    """The compiler Python was built with (where it is installed), else ``cc``, else ``gcc``."""
+    built_with = sysconfig.get_config_var("CC") or ""
+    try:
+        candidates = [shlex.split(built_with)] if built_with.strip() else []
+    except ValueError:
+        candidates = []
+    for argv in [*candidates, ["cc"], ["gcc"]]:
+        path = shutil.which(argv[0]) if argv else None
+        if path is not None:
+            return (os.path.realpath(path), *argv[1:])
+    return None
+
+
+def _test_compile(cmd: Sequence[str]) -> str | None:
+    """Why ``cmd`` cannot build a tiny shared library (None: it can). Runs in the system's
+    temporary directory, never the kernel cache; where that cannot be made, trusts ``cmd``."""
+    try:
+        tmp = tempfile.TemporaryDirectory(prefix="nnsym-cc-")
+    except OSError:
+        return None
+    with tmp as d:
+        src = Path(d) / "probe.c"
+        try:
+            src.write_text("int nnsym_probe(void) { return 0; }\n")
+        except OSError:
+            return None
+        try:
+            r = subprocess.run([*cmd, "-fPIC", "-shared", str(src), "-o", str(Path(d) / "p.so")],
+                               capture_output=True, text=True, check=False, timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"test compile failed: {e}"
+        if r.returncode != 0:
+            err = (r.stderr or r.stdout).strip().splitlines()
+            return f"test compile failed with exit {r.returncode}" + (f": {err[0]}" if err else "")
+    return None
 
 
 @functools.lru_cache(maxsize=1)
 def compiler_id() -> str:
-    cc = compiler()
-    if cc is None:
+    cmd = compiler_command()
+    if cmd is None:
         raise NoCompilerError("no C compiler found (set CC or install gcc)")
-    ver = subprocess.run([cc, "--version"], capture_output=True, text=True, check=False).stdout
-    mach = subprocess.run([cc, "-dumpmachine"], capture_output=True, text=True, check=False)
-    return f"{cc}|{ver.splitlines()[0] if ver else '?'}|{mach.stdout.strip()}"
+    ver = subprocess.run([*cmd, "--version"], capture_output=True, text=True,
+                         check=False).stdout
+    mach = subprocess.run([*cmd, "-dumpmachine"], capture_output=True, text=True, check=False)
+    return f"{shlex.join(cmd)}|{ver.splitlines()[0] if ver else '?'}|{mach.stdout.strip()}"
 
 
 @functools.lru_cache(maxsize=1)
@@ -316,11 +411,24 @@ int nnsym_get_threads(void);
 """
 
 
-@functools.lru_cache(maxsize=1)
+_RUNTIME: Any = None
+_RUNTIME_LOCK = threading.Lock()
+
+
 def runtime() -> Any:
     """The C runtime (``runtime/runlib.c``): ``nnsym_run_list``, which runs a list of prebound
     kernel calls in one foreign call (the GIL released once for all of them), and the worker
-    pool the kernels share (``nnsym_parallel``), sized by :func:`set_num_threads`."""
+    pool the kernels share (``nnsym_parallel``), sized by :func:`set_num_threads`. Built (or
+    found in the cache) on first use, once even when threads race for it."""
+    rt = _RUNTIME
+    if rt is None:
+        with _RUNTIME_LOCK:
+            rt = _RUNTIME if _RUNTIME is not None else _build_runtime()
+    return rt
+
+
+def _build_runtime() -> Any:
+    global _RUNTIME
     source = RUNTIME_SOURCE.read_text()
     fl = ["-O2", "-fPIC", "-shared", "-std=gnu11", "-pthread"]
     key = library_key(source, fl, ["-pthread"], cdef=RUNTIME_CDEF)
@@ -330,6 +438,7 @@ def runtime() -> Any:
         lib = FFI.dlopen(str(entry / "lib.so"))
         _LIBS[key] = lib
     lib.nnsym_set_threads(default_num_threads())
+    _RUNTIME = lib
     return lib
 
 
@@ -393,21 +502,31 @@ def build_library(key: str, source: str, fl: list[str], lf: list[str], **meta: A
 
 def _compile(tmp: Path, source: str, key: str, fl: list[str], lf: list[str],
              meta: dict[str, Any]) -> None:
-    cc = compiler()
+    cc = compiler_command()
     if cc is None:
         raise NoCompilerError("no C compiler found (set CC or install gcc)")
     src = tmp / "kernels.c"
     src.write_text(source)
     out = tmp / "lib.so"
-    cmd = [cc, *fl, str(src), "-o", str(out), *lf]
-    r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    cmd = [*cc, *fl, str(src), "-o", str(out), *lf]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    except OSError as e:
+        raise CompileError(f"cannot run the C compiler ({e}); command: {shlex.join(cmd)}"
+                           ) from None
     if r.returncode != 0:
-        kept = cache_root() / "failed" / f"{key[:16]}.c"
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        kept.write_text(source)
+        root = tmp.parent.parent.parent  # <root>/<FORMAT>/<key[:2]>/<tmp>
+        kept = root / "failed" / f"{key[:16]}.c"
+        try:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            kept.write_text(source)
+            where = f"source kept at {kept}"
+            prune_failed(root)
+        except OSError as e:
+            where = f"source not kept ({e})"
         raise CompileError(
-            f"C compiler failed (exit {r.returncode}); source kept at {kept}\n"
-            f"command: {' '.join(cmd)}\n{r.stderr.strip()[:4000]}"
+            f"C compiler failed (exit {r.returncode}); {where}\n"
+            f"command: {shlex.join(cmd)}\n{r.stderr.strip()[:4000]}"
         )
     (tmp / "meta.json").write_text(json.dumps(
         {"key": key, "sha256": file_sha256(out), "flags": fl, "link": lf,
@@ -446,7 +565,18 @@ def _choose_backend() -> str:
     if compiler() is None:
         _warn_no_compiler()
         return "numpy"
+    try:
+        cache_root()
+    except CacheUnavailableError as e:
+        _warn_no_cache(str(e))
+        return "numpy"
     return "c"
+
+
+@functools.cache
+def _warn_no_cache(why: str) -> None:
+    warn_user(f"nnsym: {why}; operators run their numpy reference implementations (slow)",
+              CompilerWarning)
 
 
 @functools.lru_cache(maxsize=1)
