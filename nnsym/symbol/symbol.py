@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from nnsym import fileio
 from nnsym.errors import (
     CompositionError,
     NNSymError,
@@ -540,7 +541,7 @@ class Symbol:
         return graph_to_json(infer_for_dump(self, kwargs), inferred=True)
 
     def save(self, fname: str | Path, remove_amp_cast: bool = True) -> None:
-        Path(fname).write_text(self.tojson())
+        fileio.write_text(fname, self.tojson())  # a failed save keeps the previous file
 
 
 def load_json(text: str | bytes) -> Symbol:
