@@ -54,7 +54,8 @@ def atomic_write(
     """A file object (``mode`` "wb" or "w") whose contents replace ``path`` when the block ends
     without an exception; on any exception ``path`` is untouched and nothing is left behind.
 
-    A symbolic link at ``path`` stays a link: the file it points to is replaced.
+    A symbolic link at ``path`` stays a link: the file it points to is replaced. Something at
+    ``path`` that is not a regular file (``/dev/null``, a named pipe) is written in place.
     """
     if mode not in ("wb", "w"):
         raise ValueError(f"atomic_write writes whole files: mode 'wb' or 'w', not {mode!r}")
@@ -62,9 +63,17 @@ def atomic_write(
         encoding = "utf-8"
     target = Path(path).resolve()
     try:
-        perms = stat.S_IMODE(target.stat().st_mode)
+        st = target.stat()
     except OSError:
         perms = 0o666 & ~_UMASK
+    else:
+        if not stat.S_ISREG(st.st_mode):
+            # a device (/dev/null), a pipe, a directory: nothing to replace; open it as it is
+            # (a directory raises IsADirectoryError)
+            with target.open(mode, encoding=encoding) as f:
+                yield f
+            return
+        perms = stat.S_IMODE(st.st_mode)
     fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     tmp = Path(name)
     try:

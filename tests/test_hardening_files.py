@@ -91,6 +91,14 @@ def test_atomic_write_keeps_mode_and_symlink(tmp_path):
     assert stat.S_IMODE(fresh.stat().st_mode) == 0o666 & ~umask
 
 
+def test_atomic_write_special_files(tmp_path):
+    mx.nd.save(os.devnull, [mx.nd.ones((2,))])  # written in place, never replaced
+    assert Path(os.devnull).is_char_device()
+    with pytest.raises(IsADirectoryError):
+        fileio.write_text(tmp_path, "x")
+    assert _listing(tmp_path) == []
+
+
 def test_atomic_write_missing_directory(tmp_path):
     with pytest.raises(FileNotFoundError):
         fileio.write_bytes(tmp_path / "no" / "f.bin", b"x")
