@@ -691,7 +691,7 @@ def apply_op(op: OpDef, hint: str, args: Sequence[Any], kwargs: dict[str, Any]) 
             pvals[k] = v
     if op.key_var_num_args and op.key_var_num_args not in pvals:
         pvals[op.key_var_num_args] = len(args)
-    params, pstrs = op.parse_params(pvals)
+    params, pstrs = op.parse_params(pvals, node_name=name or "")  # errors name a given name
     scope_attrs = normalize_attrs(AttrScope.current().get(dict(user_attr) if user_attr else None))
     node_attrs = {**scope_attrs, **attrs, **pstrs}
     name = NameManager.current().get(name, hint)

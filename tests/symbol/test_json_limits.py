@@ -87,6 +87,11 @@ def test_sym_huge_counts_rejected(make):
         make()
 
 
+def test_sym_huge_count_error_names_the_node():
+    with pytest.raises(OperatorParamError, match=r"SliceChannel \(node 'sc'\).*num_outputs"):
+        mx.sym.SliceChannel(mx.sym.var("x"), num_outputs=HUGE, name="sc")
+
+
 @pytest.mark.parametrize(
     "make",
     [
