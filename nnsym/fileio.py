@@ -74,7 +74,8 @@ def atomic_write(
                 yield f
             return
         perms = stat.S_IMODE(st.st_mode)
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    # the name stays short of NAME_MAX whatever the target's length
+    fd, name = tempfile.mkstemp(prefix=f".{target.name[:64]}.", suffix=".tmp", dir=target.parent)
     tmp = Path(name)
     try:
         with os.fdopen(fd, mode, encoding=encoding) as f:

@@ -99,6 +99,12 @@ def test_atomic_write_special_files(tmp_path):
     assert _listing(tmp_path) == []
 
 
+def test_atomic_write_long_name(tmp_path):
+    p = tmp_path / ("n" * 250 + ".params")
+    mx.nd.save(p, [mx.nd.ones((2,))])
+    assert _listing(tmp_path) == [p.name]
+
+
 def test_atomic_write_missing_directory(tmp_path):
     with pytest.raises(FileNotFoundError):
         fileio.write_bytes(tmp_path / "no" / "f.bin", b"x")
