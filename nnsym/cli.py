@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from nnsym import fileio, optimizer
 from nnsym import ndarray as nd
-from nnsym import optimizer
 from nnsym import symbol as sym
 from nnsym import visualization as viz
 from nnsym.codegen import cache, compiler
@@ -115,7 +115,7 @@ def cmd_infer(args: argparse.Namespace) -> int:
     if note:
         print("\n" + note)
     if args.json:
-        Path(args.json).write_text(graph_to_json(g, inferred=True))
+        fileio.write_text(args.json, graph_to_json(g, inferred=True))
         print(f"\ninferred graph written to {args.json}")
     return 0
 
@@ -239,8 +239,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
         print(f"arguments: {len(arg)}, auxiliary states: {len(aux)}, parameters: {n_params:,}")
         _demo_forward(g)
-        (out_dir / f"{name}-symbol.json").write_text(s.tojson())
-        (out_dir / f"{name}-inferred.json").write_text(graph_to_json(g, inferred=True))
+        fileio.write_text(out_dir / f"{name}-symbol.json", s.tojson())
+        fileio.write_text(out_dir / f"{name}-inferred.json", graph_to_json(g, inferred=True))
         print(f"wrote {out_dir / (name + '-symbol.json')} and {name}-inferred.json\n")
     print("== training")
     if compiler.backend() == "c":

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from nnsym import fileio
 from nnsym.errors import NNSymError, ShapeError
 from nnsym.ir.graph import Graph, IndexedGraph
 from nnsym.passes.infer import infer_shape, infer_type
@@ -207,7 +208,7 @@ class Digraph:
     def save(self, path: str | os.PathLike[str] | None = None) -> Path:
         """Write the DOT source to ``path`` (default ``<name>.dot``); returns the path."""
         p = Path(path) if path is not None else Path(self._default_stem() + ".dot")
-        p.write_text(self._source, encoding="utf-8")
+        fileio.write_text(p, self._source)
         return p
 
     def _default_stem(self) -> str:
@@ -256,14 +257,18 @@ class Digraph:
                 stacklevel=2,
             )
             return src
+        # dot writes to a pipe and the picture replaces `out` whole: a failed render keeps the
+        # previous picture
         res = subprocess.run(
-            [dot, f"-T{fmt}", "-o", os.fspath(out.absolute()), os.fspath(src.absolute())],
+            [dot, f"-T{fmt}", os.fspath(src.absolute())],
+            stdin=subprocess.DEVNULL,
             capture_output=True,
             check=False,
         )
         if res.returncode != 0:
             err = res.stderr.decode("utf-8", "replace").strip()
             raise RenderError(f"`dot -T{fmt}` failed (exit status {res.returncode}): {err}")
+        fileio.write_bytes(out, res.stdout)
         if cleanup:
             src.unlink()
         return out

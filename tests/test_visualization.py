@@ -570,7 +570,8 @@ def test_duplicate_names_get_distinct_ids():
 
 
 def _fake_dot(tmp_path: Path, rc: int = 0) -> Path:
-    """A stand-in ``dot`` that records its argv and writes the -o file."""
+    """A stand-in ``dot`` that records its argv and renders its input file (or stdin) to stdout
+    (or the -o file)."""
     script = tmp_path / "bin" / "dot"
     script.parent.mkdir()
     script.write_text(
@@ -579,6 +580,9 @@ def _fake_dot(tmp_path: Path, rc: int = 0) -> Path:
         "args = sys.argv[1:]\n"
         f"pathlib.Path({str(tmp_path / 'argv.json')!r}).write_text(json.dumps(args))\n"
         f"if {rc}:\n    sys.stderr.write('Error: syntax error in line 1')\n    sys.exit({rc})\n"
+        "if len(args) == 2:\n"
+        "    sys.stdout.write('RENDERED ' + args[0] + '\\n' + pathlib.Path(args[1]).read_text())\n"
+        "    sys.exit(0)\n"
         "if '-o' not in args:\n"
         "    sys.stdout.write('PIPED ' + args[0] + '\\n' + sys.stdin.read())\n"
         "    sys.exit(0)\n"
@@ -598,7 +602,8 @@ def test_render_runs_dot(tmp_path, monkeypatch):
     assert out == tmp_path / "out" / "net.svg"
     argv = json.loads((tmp_path / "argv.json").read_text())
     src = tmp_path / "out" / "net.dot"
-    assert argv == ["-Tsvg", "-o", str(out.absolute()), str(src.absolute())]
+    # dot renders to a pipe; the picture replaces the file whole (nnsym.fileio)
+    assert argv == ["-Tsvg", str(src.absolute())]
     assert out.read_text() == "RENDERED -Tsvg\n" + d.source
     assert (tmp_path / "out" / "net.dot").read_text() == d.source
     # the suffix picks the format; a bare stem gets .dot and .<save_format>; cleanup

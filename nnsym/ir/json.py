@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import reprlib
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -147,6 +148,22 @@ _NODE_KEYS = {
 }
 
 
+# A variable node takes at least this many bytes of a file (``{"op":"null","name":"","inputs":[]}``
+# is 36): a legacy file (before 0.9.0) may leave an operator's inputs out and have the loader
+# create their variables, but never more of them than the file could have held as nodes.
+_MIN_NODE_BYTES = 32
+
+_short_repr = reprlib.Repr()
+_short_repr.maxlevel = 3
+_short_repr.maxstring = 60
+_short_repr.maxother = 60
+
+
+def _show(v: Any) -> str:
+    """A file's value for a message: shortened, and safe on deeply nested lists."""
+    return _short_repr.repr(v)
+
+
 def _err(msg: str, nid: int | None = None, field: str | None = None) -> GraphFormatError:
     where = ""
     if nid is not None:
@@ -170,7 +187,9 @@ def _entry_list(v: Any, nid: int | None, field: str) -> list[tuple[int, int, int
             or not all(isinstance(x, int) and not isinstance(x, bool) for x in e)
         ):
             raise _err(
-                f"entry {k} is {e!r}; expected [node, index] or [node, index, version]", nid, field
+                f"entry {k} is {_show(e)}; expected [node, index] or [node, index, version]",
+                nid,
+                field,
             )
         out.append((e[0], e[1], e[2] if len(e) == 3 else 0))
     return out
@@ -182,7 +201,7 @@ def _str_dict(v: Any, nid: int, field: str) -> dict[str, str]:
     for k, x in v.items():
         if not isinstance(x, str):
             raise _err(
-                f"attribute {k!r} has a {type(x).__name__} value; values must be strings",
+                f"attribute {_show(k)} has a {type(x).__name__} value; values must be strings",
                 nid,
                 field,
             )
@@ -198,7 +217,7 @@ def _file_version(attrs: Any) -> int:
     if v is None:
         return 800
     if not (isinstance(v, list) and len(v) == 2 and isinstance(v[1], int)):
-        raise _err(f'mxnet_version must be ["int", N], got {v!r}', field="attrs")
+        raise _err(f'mxnet_version must be ["int", N], got {_show(v)}', field="attrs")
     return int(v[1])
 
 
@@ -223,6 +242,10 @@ def load_entries(text: str | bytes) -> list[Entry]:
         obj = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise GraphFormatError(f"invalid symbol JSON: not valid JSON: {e}") from None
+    except RecursionError:
+        raise GraphFormatError(
+            "invalid symbol JSON: nested too deeply to parse (symbol JSON nests 5 levels)"
+        ) from None
     if not isinstance(obj, dict):
         raise _err(f"top level must be an object, got {type(obj).__name__}")
     unknown = set(obj) - _TOP_KEYS
@@ -242,6 +265,8 @@ def load_entries(text: str | bytes) -> list[Entry]:
             MXNET_VERSION,
         )
     protos: list[_Proto] = []
+    # legacy files: variables the loader may create for left-out inputs (see _MIN_NODE_BYTES)
+    budget = len(text) // _MIN_NODE_BYTES
     for nid, nd in enumerate(nodes_raw):
         protos.append(_read_node(nid, nd, protos))
     heads = _entry_list(obj["heads"], None, "heads")
@@ -263,6 +288,17 @@ def load_entries(text: str | bytes) -> list[Entry]:
             raise OperatorParamError(f"symbol JSON node {nid} ('{p.name}'): {e}") from None
         need = p.op.num_inputs(p.params)
         if version < 900 and len(p.inputs) < need:
+            missing = need - len(p.inputs)
+            if missing > budget:
+                raise _err(
+                    f"operator {p.op.name} ('{p.name}') takes {need} inputs and the file gives "
+                    f"{len(p.inputs)}; a file of version {version} (before 0.9.0) may leave "
+                    f"inputs out, but creating {missing} variables is more than the "
+                    f"{len(text)}-byte file could describe (at most {budget} more)",
+                    nid,
+                    "inputs",
+                )
+            budget -= missing
             names = p.op.input_names(p.params)
             for pos in range(len(p.inputs), need):
                 v = _Proto(None, f"{p.name}_{names[pos]}", dict(p.attrs))
@@ -323,9 +359,9 @@ def _read_node(nid: int, nd: Any, protos: list[_Proto]) -> _Proto:
             raise _err("missing required field", nid, k)
     op_name, name = nd["op"], nd["name"]
     if not isinstance(op_name, str):
-        raise _err(f"expected a string, got {op_name!r}", nid, "op")
+        raise _err(f"expected a string, got {_show(op_name)}", nid, "op")
     if not isinstance(name, str):
-        raise _err(f"expected a string, got {name!r}", nid, "name")
+        raise _err(f"expected a string, got {_show(name)}", nid, "name")
     attrs: dict[str, str] = {}
     for k in ("param", "attr", "attrs"):
         if k in nd:
@@ -362,7 +398,9 @@ def _read_node(nid: int, nd: Any, protos: list[_Proto]) -> _Proto:
     if not isinstance(deps, list) or not all(
         isinstance(d, int) and not isinstance(d, bool) and 0 <= d < nid for d in deps
     ):
-        raise _err(f"expected a list of earlier node ids, got {deps!r}", nid, "control_deps")
+        raise _err(
+            f"expected a list of earlier node ids, got {_show(deps)}", nid, "control_deps"
+        )
     p.deps = list(deps)
     return p
 

@@ -25,6 +25,11 @@ from nnsym.errors import OperatorParamError
 
 _REQUIRED = dataclasses.MISSING
 
+MAX_COUNT = 2**20
+"""The documented upper bound of an operator's input or output count (``num_args`` of Concat,
+add_n and UpSampling, ``num_outputs`` of SliceChannel): a larger value is rejected while the
+parameters are parsed, before anything is allocated per input or output."""
+
 
 def field(
     default: Any = _REQUIRED,

@@ -71,6 +71,7 @@ import numpy as np
 
 from nnsym.context import Context, cpu
 from nnsym.errors import DTypeError, FileFormatError, NNSymError, StorageTypeError
+from nnsym.fileio import atomic_write
 from nnsym.ndarray.ndarray import NDArray
 from nnsym.ndarray.sparse import (
     BaseSparseNDArray,
@@ -108,7 +109,7 @@ def save(fname: str | os.PathLike[str], data: Any) -> None:
     """Saves ``data`` (an NDArray, a list/tuple of NDArrays or a dict str -> NDArray) to
     ``fname`` in MXNet's format; ``mx.nd.load`` (MXNet 1.9.1) reads the file."""
     chunks = _encode(data)
-    with Path(fname).open("wb") as f:
+    with atomic_write(fname, "wb") as f:  # a failed save leaves the previous file intact
         for c in chunks:
             f.write(c)
 

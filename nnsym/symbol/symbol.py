@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from nnsym import fileio
 from nnsym.errors import (
     CompositionError,
     NNSymError,
@@ -540,7 +541,7 @@ class Symbol:
         return graph_to_json(infer_for_dump(self, kwargs), inferred=True)
 
     def save(self, fname: str | Path, remove_amp_cast: bool = True) -> None:
-        Path(fname).write_text(self.tojson())
+        fileio.write_text(fname, self.tojson())  # a failed save keeps the previous file
 
 
 def load_json(text: str | bytes) -> Symbol:
@@ -690,7 +691,7 @@ def apply_op(op: OpDef, hint: str, args: Sequence[Any], kwargs: dict[str, Any]) 
             pvals[k] = v
     if op.key_var_num_args and op.key_var_num_args not in pvals:
         pvals[op.key_var_num_args] = len(args)
-    params, pstrs = op.parse_params(pvals)
+    params, pstrs = op.parse_params(pvals, node_name=name or "")  # errors name a given name
     scope_attrs = normalize_attrs(AttrScope.current().get(dict(user_attr) if user_attr else None))
     node_attrs = {**scope_attrs, **attrs, **pstrs}
     name = NameManager.current().get(name, hint)

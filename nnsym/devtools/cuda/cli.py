@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from nnsym import fileio
 from nnsym.devtools.cuda import sparse
 from nnsym.devtools.cuda.codegen import TARGETS, render_source, suffix, variants
 from nnsym.errors import NNSymError
@@ -24,12 +25,12 @@ def write_sources(target: str, out_dir: str | Path, op: str | None = None) -> li
     paths = []
     for v in variants(op):
         p = out / (v.name + suffix(target))
-        p.write_text(render_source(v, target))
+        fileio.write_text(p, render_source(v, target))
         paths.append(p)
     if op is None:  # the sparse (csr, row_sparse) kernels belong to no single operator
         for stem, source in sparse.kernels(target):
             p = out / (stem + suffix(target))
-            p.write_text(source)
+            fileio.write_text(p, source)
             paths.append(p)
     return sorted(paths)
 

@@ -18,7 +18,6 @@ import functools
 import os
 import re
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +28,7 @@ from typing import Any
 import numpy as np
 
 import nnsym.ops  # noqa: F401  (registers every operator)
+from nnsym import fileio
 from nnsym.codegen.cache import cache_key, cache_root
 from nnsym.codegen.render import ENV as C_ENV
 from nnsym.cuda.source import (
@@ -534,10 +534,8 @@ def nvcc_check(vs: Sequence[Variant], archs: Sequence[str] = ARCHS, mode: str = 
         if not ok:
             return CheckResult(arch, names, False, False, dt, log)
         marker.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmpname = tempfile.mkstemp(prefix=".tmp-", dir=marker.parent)
-        with os.fdopen(fd, "w") as f:
-            f.write(f"{version}\n{arch} {mode} {len(names)} kernels {dt:.2f} s\n")
-        Path(tmpname).replace(marker)  # atomic: a reader sees a whole marker or none
+        # atomic: a reader sees a whole marker or none
+        fileio.write_text(marker, f"{version}\n{arch} {mode} {len(names)} kernels {dt:.2f} s\n")
         return CheckResult(arch, names, True, False, dt)
 
     n = jobs or max(1, min(os.cpu_count() or 1, 8))

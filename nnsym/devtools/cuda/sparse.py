@@ -29,7 +29,6 @@ entry.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from nnsym import fileio
 from nnsym.codegen.cache import cache_key, cache_root
 from nnsym.codegen.render import template_env
 from nnsym.cuda import source as src
@@ -234,10 +234,7 @@ def nvcc_check(ks: Sequence[SparseKernel], archs: Sequence[str] = cg.ARCHS, mode
         if not ok:
             return cg.CheckResult(arch, names, False, False, dt, log)
         marker.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmpname = tempfile.mkstemp(prefix=".tmp-", dir=marker.parent)
-        with os.fdopen(fd, "w") as f:
-            f.write(f"{version}\n{arch} {mode} {len(names)} kernels {dt:.2f} s\n")
-        Path(tmpname).replace(marker)
+        fileio.write_text(marker, f"{version}\n{arch} {mode} {len(names)} kernels {dt:.2f} s\n")
         return cg.CheckResult(arch, names, True, False, dt)
 
     n = jobs or max(1, min(os.cpu_count() or 1, 8))

@@ -25,7 +25,7 @@ import numpy as np
 
 from nnsym.errors import NoKernelError
 from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, register
-from nnsym.ir.params import Params, field
+from nnsym.ir.params import MAX_COUNT, Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.common.grad import node_gradient
 from nnsym.ops.conv.conv import _conform
@@ -57,6 +57,7 @@ class UpSamplingParams(Params):
     )
     num_args: int = field(
         lower=1,
+        upper=MAX_COUNT,
         doc="Number of inputs to upsample (nearest); bilinear takes data and weight.",
     )
     workspace: int = field(

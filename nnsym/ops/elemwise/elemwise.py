@@ -42,7 +42,7 @@ from nnsym.ir.opdef import (
     register,
     same_dtype,
 )
-from nnsym.ir.params import NoParams, Params, field
+from nnsym.ir.params import MAX_COUNT, NoParams, Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ir.storage import StorageKernel
 from nnsym.ops.common.exprs import (
@@ -399,7 +399,7 @@ def _binary_examples(row: Binary) -> tuple[Example, ...]:
 
 @dataclass(frozen=True, kw_only=True)
 class AddNParams(Params):
-    num_args: int = field(lower=1, doc="Number of inputs to be summed.")
+    num_args: int = field(lower=1, upper=MAX_COUNT, doc="Number of inputs to be summed.")
 
 
 def add_n_inputs(p: AddNParams) -> tuple[str, ...]:

@@ -19,7 +19,7 @@ from nnsym.ir.opdef import (
     register,
     same_dtype,
 )
-from nnsym.ir.params import Params, field
+from nnsym.ir.params import MAX_COUNT, Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.common.grad import backward_node, node_gradient
 from nnsym.ops.common.lowering import elem_dtype
@@ -32,7 +32,7 @@ from nnsym.types import Shape, shape_str
 
 @dataclass(frozen=True, kw_only=True)
 class ConcatParams(Params):
-    num_args: int = field(lower=1, doc="Number of inputs to be concated.")
+    num_args: int = field(lower=1, upper=MAX_COUNT, doc="Number of inputs to be concated.")
     dim: int = field(default=1, doc="the dimension to be concated.")
 
 
@@ -162,6 +162,7 @@ CONCAT = register(
 class SliceChannelParams(Params):
     num_outputs: int = field(
         lower=1,
+        upper=MAX_COUNT,
         doc="Number of splits. Note that this should evenly divide the length of the `axis`.",
     )
     axis: int = field(default=1, doc="Axis along which to split.")
