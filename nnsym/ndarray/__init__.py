@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import sys as _sys
 from typing import Any
 
 from nnsym.ir.namespace import populate_namespaces as _populate_namespaces
+from nnsym.ndarray import fastcall as _fastcall
 from nnsym.ndarray import sparse_ops as _sparse_ops  # noqa: F401  (installs sparse support)
 from nnsym.ndarray.ndarray import NDArray, arange, array, empty, full, invoke, ones, zeros
 from nnsym.ndarray.ops import make_function as _make_function
@@ -15,6 +17,7 @@ _functions, _subs = _populate_namespaces("nnsym.ndarray", _make_function)
 globals().update(_functions)
 contrib, _internal, sparse = _subs["contrib"], _subs["_internal"], _subs["sparse"]
 _add_sparse_api(sparse)
+_fastcall.add_namespaces(_sys.modules[__name__], contrib, _internal, sparse)
 from nnsym.ndarray.io import load, load_frombuffer, save, save_tobuffer  # noqa: E402
 from nnsym.ndarray.optim_ops import (  # noqa: E402
     adagrad_update,

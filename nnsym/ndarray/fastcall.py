@@ -1,11 +1,15 @@
 """The C fast path of imperative calls (``fastcall.c``): built once per (Python, numpy,
 compiler) into the kernel cache and loaded as an extension module.
 
-``nnsym.nd.<op>`` functions are ``FastOp`` objects wrapping the Python implementation: a call
-whose arguments are NDArrays of a signature registered before runs the prebound kernel without
-entering Python (about the cost of a numpy ufunc call); any other call runs the Python function,
-which registers what it compiled. Where the extension cannot be built because this Python has
-no development headers, the Python path serves every call and one warning says so.
+``nnsym.nd.<op>`` functions become ``FastOp`` objects wrapping the Python implementation: a
+call whose arguments are NDArrays of a signature registered before runs the prebound kernel
+without entering Python (about the cost of a numpy ufunc call); any other call runs the Python
+function, which registers what it compiled. ``import nnsym`` builds and loads nothing: the
+functions start as the Python implementations, and the first call that compiles a kernel loads
+the extension (building it into the cache on a miss) and replaces every function in the
+``nnsym.nd`` namespaces by its FastOp (a reference taken before that keeps working, through
+Python). Where the extension cannot be built because this Python has no development headers,
+the Python path serves every call and one warning says so.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ import importlib.machinery
 import importlib.util
 import logging
 import sysconfig
+import threading
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +39,42 @@ MODULE_NAME = "_nnsym_fast"
 GIL_RELEASE_ELEMENTS = 512
 
 
-@functools.lru_cache(maxsize=1)
+_LOCK = threading.RLock()
+_PENDING: list[tuple[Any, Callable[[Any], None]]] = []  # (Python function, its upgrade hook)
+_NAMESPACES: list[Any] = []  # modules holding the functions, patched on upgrade
+
+
 def module() -> Any | None:
-    """The loaded extension, or None (numpy backend, or no Python headers: one warning)."""
+    """The loaded extension, or None (numpy backend, or no Python headers: one warning). The
+    first call loads it (building on a cache miss) and upgrades every function ``wrap`` saw."""
+    with _LOCK:
+        mod = _load()
+        if mod is not None and _PENDING:
+            _upgrade(mod)
+        return mod
+
+
+def add_namespaces(*modules: Any) -> None:
+    """Modules whose attributes name wrapped functions: on upgrade they get the FastOps."""
+    _NAMESPACES.extend(modules)
+
+
+def _upgrade(mod: Any) -> None:
+    made: dict[int, tuple[Any, Any]] = {}
+    for slow, hook in _PENDING:
+        fast = _fast_op(mod, slow)
+        hook(fast)
+        made[id(slow)] = (slow, fast)
+    _PENDING.clear()
+    for ns in _NAMESPACES:
+        for k, v in list(vars(ns).items()):
+            hit = made.get(id(v))
+            if hit is not None and hit[0] is v:
+                setattr(ns, k, hit[1])
+
+
+@functools.lru_cache(maxsize=1)
+def _load() -> Any | None:
     if compiler.backend() != "c":
         return None
     include = Path(sysconfig.get_paths()["include"])
@@ -74,11 +113,18 @@ def _forget_all() -> None:
 compiler.RESET_HOOKS.append(_forget_all)
 
 
-def wrap(slow: Any) -> Any:
-    """``slow`` as a FastOp when the extension is available, else ``slow`` itself."""
-    mod = module()
-    if mod is None:
-        return slow
+def wrap(slow: Any, on_upgrade: Callable[[Any], None]) -> Any:
+    """``slow`` as a FastOp where the extension is loaded already; else ``slow`` itself, to be
+    upgraded when it loads (``on_upgrade(fast_op)`` is called then)."""
+    with _LOCK:
+        mod = _load() if _load.cache_info().currsize else None
+        if mod is None:
+            _PENDING.append((slow, on_upgrade))
+            return slow
+        return _fast_op(mod, slow)
+
+
+def _fast_op(mod: Any, slow: Any) -> Any:
     fast = mod.FastOp(slow)
     _ALL.append(fast)
     fast.__wrapped__ = slow

@@ -77,6 +77,8 @@ def make_function(op: OpDef, func_name: str) -> Any:
                 if call.lowered is not None and not call.views:
                     fast[key] = (call, len(res), call.out_specs)
                     if not kwargs and len(res) == 1:
+                        if wrapped is fn:  # the first compiled call: load the fast path now
+                            fastcall.module()
                         fastcall.register(wrapped, call, [d.shape for d in datas],
                                           [d.dtype for d in datas])
             except TypeError:
@@ -86,7 +88,11 @@ def make_function(op: OpDef, func_name: str) -> Any:
     fn.__name__ = fn.__qualname__ = func_name
     fn.__module__ = "nnsym.ndarray"
     fn.__doc__ = op_docstring(op, func_name).replace("Symbol", "NDArray")
-    wrapped = fastcall.wrap(fn)
+    def upgrade(fast: Any) -> None:
+        nonlocal wrapped
+        wrapped = fast
+
+    wrapped = fastcall.wrap(fn, upgrade)
     return wrapped
 
 

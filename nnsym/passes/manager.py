@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nnsym.errors import NNSymError, PassError, PassOrderError
+from nnsym.fileio import write_text
 from nnsym.ir.graph import FIELDS, Graph
 from nnsym.ir.json import graph_to_json
 
@@ -70,7 +71,6 @@ def run_passes(g: Graph, passes: Sequence[GraphPass], dump_dir: Path | None = No
         done.append(p.name)
         if dump_dir is not None:
             dump_dir.mkdir(parents=True, exist_ok=True)
-            (dump_dir / f"{len(done):02d}_{p.name}.json").write_text(
-                graph_to_json(g, inferred=True)
-            )
+            write_text(dump_dir / f"{len(done):02d}_{p.name}.json",
+                       graph_to_json(g, inferred=True))
     return g

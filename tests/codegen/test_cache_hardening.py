@@ -85,8 +85,6 @@ def test_import_succeeds_with_an_unusable_cache_and_creates_nothing_there(tmp_pa
         assert tree(path) == before, what
 
 
-@pytest.mark.xfail(reason="nnsym/ndarray/fastcall.py builds the fast-call extension at import "
-                   "(nnsym.ndarray owns that; the compiler side is lazy)", strict=True)
 def test_import_writes_nothing_to_a_writable_cache(tmp_path):
     r = child("import nnsym", tmp_path / "cache")
     assert r.returncode == 0, r.stderr
@@ -163,7 +161,10 @@ def test_cli_works_with_an_unusable_cache(tmp_path, argv):
     r = child(code, blocker / "cache")
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr
-    assert "NNSYM_CACHE_DIR" in r.stderr
+    if argv[0] == "demo":  # runs kernels: the cache is needed, and the warning says why not
+        assert "NNSYM_CACHE_DIR" in r.stderr
+    else:  # inference compiles nothing, so the cache is never touched
+        assert "NNSYM_CACHE_DIR" not in r.stderr
 
 
 # --- the C compiler ---------------------------------------------------------------------------
