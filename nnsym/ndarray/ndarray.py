@@ -37,6 +37,11 @@ class NDArray:
     def __init__(self, data: np.ndarray, ctx: Context | None = None, buf: Any = None):
         # NOTE: _data is never rebound (writes go into it), so _buf, a cffi view of its memory
         # made on first use by a kernel, stays valid for the array's life.
+        if isinstance(data, np.ndarray) and not _kernel_ready(data):
+            # Kernels (imperative calls, bound graphs) read _data as one C-ordered block: a
+            # strided view (base[::-1], base[::2]), a misaligned, byte-swapped or read-only
+            # array is copied here rather than read past its buffer.
+            data = np.array(data, dtype=data.dtype.newbyteorder("="), order="C", copy=True)
         self._data = data
         self._ctx = ctx or _CPU
         self._buf = buf
@@ -243,6 +248,13 @@ class NDArray:
             raise ShapeError(f"in-place result shape {result.shape} != {self.shape}")
         self._data[...] = result._data.astype(self._data.dtype, copy=False)
         return self
+
+
+def _kernel_ready(a: np.ndarray) -> bool:
+    """``a`` can be handed to a generated kernel as it is: one C-ordered, aligned, writable
+    block in native byte order."""
+    f = a.flags
+    return bool(f.c_contiguous and f.aligned and f.writeable and a.dtype.isnative)
 
 
 _SAME_SHAPE = {
