@@ -50,12 +50,30 @@ GRAD_REQS = ("null", "write", "add")
 FFI = compiler.FFI
 
 
-class BindError(NNSymError):
-    """Arrays, gradient requests or head gradients that do not fit the symbol."""
+class BindError(NNSymError, ValueError, TypeError):
+    """Arrays, gradient requests or head gradients that do not fit the symbol. MXNet raises a
+    TypeError or a ValueError for these, so this is both."""
+
+
+class BindShapeError(BindError, ShapeError):
+    """An array given to the executor (argument, gradient, head gradient, forward keyword, or
+    one too large to allocate) whose shape does not fit."""
+
+
+class ExecutorStateError(NNSymError, RuntimeError):
+    """The executor used out of order: backward before any forward."""
+
+
+def _what_is(v: Any) -> str:
+    """A value's type for a message, with the fix for numpy arrays."""
+    if isinstance(v, np.ndarray):
+        return "a numpy.ndarray (wrap it with nnsym.nd.array)"
+    return f"a {type(v).__name__}"
 
 
 def _as_list(what: str, names: list[str], given: Any, allow_none: bool) -> list[Any]:
-    """Arrays by position (a list of exactly ``len(names)``) or by name (a dict)."""
+    """Arrays by position (a list of exactly ``len(names)``) or by name (a dict); every value
+    an NDArray (or None where ``allow_none``)."""
     if given is None:
         return [None] * len(names)
     if isinstance(given, Mapping):
@@ -63,14 +81,19 @@ def _as_list(what: str, names: list[str], given: Any, allow_none: bool) -> list[
         if unknown:
             raise BindError(f"{what}: unknown name(s) {sorted(unknown)}; expected {names}")
         out = [given.get(n) for n in names]
-        if not allow_none:
-            missing = [n for n, v in zip(names, out) if v is None]
-            if missing:
-                raise BindError(f"key `{missing[0]}` is missing in `{what}`")
-        return out
-    out = list(given)
-    if len(out) != len(names):
-        raise BindError(f"{what}: {len(out)} arrays given for {len(names)} names {names}")
+    elif isinstance(given, (list, tuple)):
+        out = list(given)
+        if len(out) != len(names):
+            raise BindError(f"{what}: {len(out)} arrays given for {len(names)} names {names}")
+    else:
+        raise BindError(f"{what}: expected a list of NDArrays or a dict of name to NDArray, "
+                        f"got {_what_is(given)}")
+    for n, v in zip(names, out):
+        if v is None:
+            if not allow_none:
+                raise BindError(f"key `{n}` is missing in `{what}`")
+        elif not isinstance(v, NDArray):
+            raise BindError(f"{what}: {n!r} must be an NDArray, got {_what_is(v)}")
     return out
 
 
@@ -78,11 +101,17 @@ def _reqs(grad_req: Any, names: list[str], grads: list[Any]) -> list[str]:
     if isinstance(grad_req, str):
         reqs = [grad_req] * len(names)
     elif isinstance(grad_req, Mapping):
+        unknown = [k for k in grad_req if k not in names]
+        if unknown:
+            raise BindError(f"grad_req: unknown argument name(s) {unknown}; arguments: {names}")
         reqs = [grad_req.get(n, "null") for n in names]
-    else:
+    elif isinstance(grad_req, (list, tuple)):
         reqs = list(grad_req)
         if len(reqs) != len(names):
             raise BindError(f"grad_req: {len(reqs)} values for {len(names)} arguments")
+    else:
+        raise BindError(f"grad_req: expected 'write', 'add' or 'null', a list or a dict of "
+                        f"argument name to one of them, got {_what_is(grad_req)}")
     for n, r in zip(names, reqs):
         if r not in GRAD_REQS:
             raise BindError(f"grad_req {r!r} for {n!r}: expected one of {GRAD_REQS}")
@@ -118,10 +147,6 @@ class Executor:
         self.arg_arrays: list[NDArray] = _as_list("args", arg_names, args, False)
         grads = _as_list("args_grad", arg_names, args_grad, True)
         self.aux_arrays: list[NDArray] = _as_list("aux_states", aux_names, aux_states, False)
-        for what, arrs in (("args", self.arg_arrays), ("aux_states", self.aux_arrays)):
-            for a in arrs:
-                if not isinstance(a, NDArray):
-                    raise BindError(f"{what}: expected NDArrays, got {type(a).__name__}")
         on_gpu = [a for a in [*self.arg_arrays, *self.aux_arrays, *grads] if a is not None
                    and a.context.device_type == "gpu"]
         if self._gpu is not None and (len(on_gpu) != len(
@@ -313,7 +338,7 @@ class Executor:
         for eid, (name, gnd) in zip(grad_eids, wanted):
             assert gnd is not None
             if tuple(gnd.shape) != shapes[eid] or np.dtype(gnd.dtype) != dtypes[eid]:
-                raise BindError(
+                raise (BindShapeError if tuple(gnd.shape) != shapes[eid] else BindError)(
                     f"gradient array for {name!r} has shape {gnd.shape} "
                     f"{np.dtype(gnd.dtype).name}; the argument needs {shapes[eid]} "
                     f"{dtypes[eid].name}"
@@ -461,7 +486,7 @@ class Executor:
         self._packed = {name: pack(calls) for name, calls in (
             ("infer", infer_list), ("train", train_list), ("bwd", bwd_calls),
             ("bwd_train", bwd_train))}
-        self._last_train = False
+        self._last_train: bool | None = None  # None: no forward yet
         self.outputs = [obj(e) if stypes[e] != SType.DEFAULT else self._nd(arrays[e])
                         for e in idx.outputs[: len(outputs)]]
 
@@ -497,11 +522,14 @@ class Executor:
             names = self._symbol.list_arguments()
             for k, v in kwargs.items():
                 if k not in names:
-                    raise TypeError(f"Unknown argument {k!r}; arguments: {names}")
+                    raise BindError(f"forward: Unknown argument {k!r}; arguments: {names}")
+                if not isinstance(v, (NDArray, np.ndarray)):
+                    raise BindError(f"forward: argument {k!r} must be an NDArray or a numpy "
+                                    f"array, got {_what_is(v)}")
                 dst = self.arg_arrays[names.index(k)]
                 if tuple(v.shape) != tuple(dst.shape):
-                    raise ShapeError(f"Shape not match! Argument {k}, need: {dst.shape}, "
-                                     f"received: {tuple(v.shape)}")
+                    raise BindShapeError(f"forward: Shape not match! Argument {k}, need: "
+                                         f"{dst.shape}, received: {tuple(v.shape)}")
                 if self._gpu is not None:
                     (v if isinstance(v, NDArray) else NDArray(np.asarray(v))).copyto(dst)
                 elif dst.stype != "default" or (isinstance(v, NDArray) and v.stype != "default"):
@@ -533,30 +561,28 @@ class Executor:
         ``out_grads``: head gradients for the non-loss outputs (an NDArray, a list or a dict
         by output name)."""
         names = self._symbol.list_outputs()
-        if isinstance(out_grads, NDArray):
-            out_grads = [out_grads]
-        if isinstance(out_grads, Mapping):
-            out_grads = [out_grads.get(n) for n in names]
-        if out_grads is not None and len(out_grads) != len(names):
-            raise BindError(f"backward: {len(out_grads)} head gradients for {len(names)} "
-                            f"outputs {names}")
+        heads = _head_list(out_grads, names)
         for k, h in enumerate(self._head_arrays):
             if h is None:
                 continue
-            given = None if out_grads is None else out_grads[k]
+            given = None if heads is None else heads[k]
             if given is None:
                 raise BindError(
                     f"output {names[k]!r} is not a loss: its head gradient is required when "
                     "calling backward (or make it a loss with MakeLoss)"
                 )
-            src = given if isinstance(given, NDArray) else np.asarray(given)
+            src = given if given.stype == "default" else given.tostype("default")
             if tuple(src.shape) != h.shape:
-                raise ShapeError(f"head gradient for {names[k]!r} has shape {tuple(src.shape)}, "
-                                 f"the output has {h.shape}")
+                raise BindShapeError(f"head gradient for {names[k]!r} has shape "
+                                     f"{tuple(src.shape)}, the output has {h.shape}")
             if self._gpu is not None:
                 h[:] = src
             else:
-                h._data[...] = src._data if isinstance(src, NDArray) else src
+                h._data[...] = src.asnumpy() if src.context.device_type == "gpu" else src._data
+        if self._last_train is None:
+            raise ExecutorStateError(
+                "backward called before forward: run forward(is_train=True) first (the "
+                "gradients are computed from the values forward leaves behind)")
         self._exec(self._packed["bwd_train" if self._last_train else "bwd"])
 
     def reshape(self, partial_shaping: bool = False, allow_up_sizing: bool = False,
@@ -641,6 +667,34 @@ class Executor:
     def debug_str(self) -> str:
         """The bound graph (forward and backward) in MXNet's layout, then the planned total."""
         return debug_str(self._idx, self._plan, self._stypes, self._modes)
+
+
+def _head_list(out_grads: Any, names: list[str]) -> list[NDArray | None] | None:
+    """``backward``'s head gradients, one per output (None: not given), from an NDArray, a
+    list or a dict by output name."""
+    if out_grads is None:
+        return None
+    if isinstance(out_grads, NDArray):
+        out_grads = [out_grads]
+    if isinstance(out_grads, Mapping):
+        unknown = [k for k in out_grads if k not in names]
+        if unknown:
+            raise BindError(f"backward: out_grads names unknown output(s) {unknown}; outputs: "
+                            f"{names}")
+        heads = [out_grads.get(n) for n in names]
+    elif isinstance(out_grads, (list, tuple)):
+        heads = list(out_grads)
+        if len(heads) != len(names):
+            raise BindError(f"backward: {len(heads)} head gradients for {len(names)} "
+                            f"outputs {names}")
+    else:
+        raise BindError(f"backward: out_grads must be an NDArray, a list of NDArrays or a dict "
+                        f"of output name to NDArray, got {_what_is(out_grads)}")
+    for n, h in zip(names, heads):
+        if h is not None and not isinstance(h, NDArray):
+            raise BindError(f"backward: the head gradient for {n!r} must be an NDArray, got "
+                            f"{_what_is(h)}")
+    return heads
 
 
 class _GpuLaunch:
@@ -787,4 +841,4 @@ def _named(names: Sequence[str], arrays: Sequence[Any]) -> dict[str, Any]:
     return dict(zip(names, arrays))
 
 
-__all__ = ["BindError", "Executor"]
+__all__ = ["BindError", "BindShapeError", "Executor", "ExecutorStateError"]

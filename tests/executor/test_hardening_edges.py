@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from nnsym import nd, sym
+from nnsym.errors import NNSymError, ShapeError
+from nnsym.executor.executor import BindError, BindShapeError, ExecutorStateError
 
 # ---------------------------------------------------------------------------------------------
 # Item 2: arrays that are not one C-ordered block are copied where they enter
@@ -80,3 +82,164 @@ def test_backward_with_strided_head_and_arguments():
     exe.backward(nd.NDArray(head))
     np.testing.assert_allclose(exe.grad_dict["x"].asnumpy(), head * (1 - np.tanh(v) ** 2),
                                rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# Item 8: backward before forward
+
+
+def test_backward_before_forward_raises():
+    x = sym.Variable("x")
+    exe = sym.tanh(x).simple_bind(x=(2, 3))
+    with pytest.raises(ExecutorStateError, match="before forward"):
+        exe.backward(nd.ones((2, 3)))
+    assert isinstance(ExecutorStateError("x"), NNSymError)
+    # after a forward, backward runs and gives real gradients
+    exe.arg_dict["x"][:] = 0.5
+    exe.forward(is_train=True)
+    exe.backward(nd.ones((2, 3)))
+    np.testing.assert_allclose(exe.grad_dict["x"].asnumpy(), 1 - np.tanh(0.5) ** 2, rtol=1e-6)
+
+
+def test_backward_after_inference_forward_runs_as_in_mxnet():
+    # MXNet 1.9.1 runs backward after forward(is_train=False) (no error): so does nnsym.
+    x = sym.Variable("x")
+    exe = sym.tanh(x).simple_bind(x=(3,))
+    exe.arg_dict["x"][:] = np.array([0.1, -0.2, 0.3], np.float32)
+    exe.forward(is_train=False)
+    exe.backward(nd.array([1.0, 2.0, 3.0]))
+    want = np.array([1.0, 2.0, 3.0]) * (1 - np.tanh([0.1, -0.2, 0.3]) ** 2)
+    np.testing.assert_allclose(exe.grad_dict["x"].asnumpy(), want, rtol=1e-6)
+
+
+def test_backward_before_forward_on_a_reshaped_executor_raises():
+    x = sym.Variable("x")
+    exe = sym.tanh(x).simple_bind(x=(4, 3))
+    exe.forward(is_train=True)
+    small = exe.reshape(x=(2, 3))
+    with pytest.raises(ExecutorStateError):
+        small.backward(nd.ones((2, 3)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Item 10: grad_req names
+
+
+def _fc():
+    return sym.FullyConnected(sym.Variable("data"), num_hidden=3, name="fc")
+
+
+def test_misspelled_grad_req_name_is_reported():
+    net = _fc()
+    with pytest.raises(BindError, match=r"unknown argument name\(s\) \['fc_wieght'\]") as e:
+        net.simple_bind(data=(2, 4), grad_req={"fc_wieght": "write"})
+    assert "fc_weight" in str(e.value)  # the arguments are listed
+    args = {"data": nd.ones((2, 4)), "fc_weight": nd.ones((3, 4)), "fc_bias": nd.ones(3)}
+    grads = {k: nd.zeros(v.shape) for k, v in args.items()}
+    with pytest.raises(BindError, match="fc_bais"):
+        net.bind(None, args, args_grad=grads, grad_req={"fc_weight": "write", "fc_bais": "add"})
+    with pytest.raises(BindError, match="grad_req"):
+        net.bind(None, args, args_grad=grads, grad_req=5)
+    # the right names still work, unlisted arguments get no gradient
+    exe = net.bind(None, args, args_grad=grads, grad_req={"fc_weight": "write"})
+    assert exe.grad_dict["fc_bias"] is None and exe.grad_dict["fc_weight"] is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# Item 11: wrong arguments at the executor's edges
+
+
+def _args():
+    return {"data": nd.ones((2, 4)), "fc_weight": nd.ones((3, 4)), "fc_bias": nd.ones(3)}
+
+
+@pytest.mark.parametrize(
+    ("kw", "cls", "match"),
+    [
+        ({"args": [nd.ones((2, 4))]}, BindError, "1 arrays given for 3"),
+        ({"args": {**_args(), "fc_wieght": nd.ones((3, 4))}}, BindError, "fc_wieght"),
+        ({"args": {**_args(), "data": np.ones((2, 4), np.float32)}}, BindError,
+         "'data' must be an NDArray, got a numpy.ndarray"),
+        ({"args": {**_args(), "fc_bias": "zero"}}, BindError, "'fc_bias' must be an NDArray"),
+        ({"args": nd.ones((2, 4))}, BindError, "expected a list of NDArrays or a dict"),
+        ({"args": [None, *list(_args().values())[1:]]}, BindError, "`data` is missing"),
+        ({"args": {**_args(), "fc_weight": nd.ones((3, 5))}}, ShapeError, "fc"),
+        ({"args_grad": [nd.ones((2, 4))]}, BindError, "args_grad: 1 arrays given for 3"),
+        ({"args_grad": {"fc_weight": np.zeros((3, 4))}}, BindError,
+         "args_grad: 'fc_weight' must be an NDArray"),
+        ({"args_grad": {"fc_weight": nd.zeros((4, 3))}}, BindShapeError,
+         "gradient array for 'fc_weight' has shape"),
+        ({"args_grad": {"fc_weight": nd.zeros((3, 4), dtype="float64")}}, BindError,
+         "float64; the argument needs"),
+        ({"args_grad": {"fc_wieght": nd.zeros((3, 4))}}, BindError, "fc_wieght"),
+        ({"aux_states": [nd.ones(1)]}, BindError, "aux_states: 1 arrays given for 0"),
+        ({"aux_states": {"moving_mean": nd.ones(1)}}, BindError, "moving_mean"),
+    ],
+    ids=str,
+)
+def test_bind_rejects_wrong_arrays_with_nnsym_errors(kw, cls, match):
+    kw = {"args": _args(), **kw}
+    with pytest.raises(cls, match=match):
+        _fc().bind(None, **kw)
+
+
+def test_bind_errors_are_also_the_builtin_errors_mxnet_raises():
+    # MXNet raises TypeError (non-NDArray values) or ValueError (wrong lengths): both catch it.
+    with pytest.raises(TypeError):
+        _fc().bind(None, {**_args(), "data": np.ones((2, 4))})
+    with pytest.raises(ValueError):
+        _fc().bind(None, [nd.ones((2, 4))])
+
+
+def test_bind_with_wrong_aux_shape_or_dtype_names_the_node():
+    data = sym.Variable("data")
+    bn = sym.BatchNorm(data, name="bn")
+    args = {"data": nd.ones((2, 3)), "bn_gamma": nd.ones(3), "bn_beta": nd.zeros(3)}
+    with pytest.raises(ShapeError, match="bn"):
+        bn.bind(None, args, aux_states={"bn_moving_mean": nd.zeros(4),
+                                        "bn_moving_var": nd.ones(3)})
+    with pytest.raises(NNSymError, match="bn"):
+        bn.bind(None, {**args, "bn_gamma": nd.ones(3, dtype="int32")},
+                aux_states={"bn_moving_mean": nd.zeros(3), "bn_moving_var": nd.ones(3)})
+
+
+def test_forward_keyword_errors():
+    exe = _fc().simple_bind(data=(2, 4))
+    with pytest.raises(BindError, match="Unknown argument 'dta'"):
+        exe.forward(dta=nd.ones((2, 4)))
+    with pytest.raises(TypeError, match="Unknown argument"):  # MXNet's TypeError still catches
+        exe.forward(dta=nd.ones((2, 4)))
+    with pytest.raises(BindShapeError, match="Argument data, need: \\(2, 4\\)"):
+        exe.forward(data=nd.ones((3, 4)))
+    with pytest.raises(BindError, match="'data' must be an NDArray or a numpy array, got a str"):
+        exe.forward(data="ones")
+    with pytest.raises(BindError, match="got a list"):
+        exe.forward(data=[[1.0] * 4] * 2)
+    # numpy arrays are accepted (MXNet accepts them) and other dtypes are cast
+    exe.arg_dict["fc_weight"][:] = np.arange(12, dtype=np.float32).reshape(3, 4)
+    exe.arg_dict["fc_bias"][:] = 0.0
+    x = np.arange(8, dtype=np.float64).reshape(2, 4)
+    out = exe.forward(data=x)[0].asnumpy()
+    np.testing.assert_allclose(out, x @ np.arange(12).reshape(3, 4).T, rtol=1e-6)
+
+
+def test_backward_head_gradient_errors():
+    x = sym.Variable("x")
+    exe = sym.tanh(x).simple_bind(x=(2, 3))
+    exe.forward(is_train=True)
+    with pytest.raises(BindError, match="1 outputs"):
+        exe.backward([nd.ones((2, 3)), nd.ones((2, 3))])
+    with pytest.raises(BindShapeError, match="has shape \\(3, 3\\), the output has \\(2, 3\\)"):
+        exe.backward(nd.ones((3, 3)))
+    with pytest.raises(BindError, match=r"out_grads must be an NDArray.*got a str"):
+        exe.backward("ones")
+    with pytest.raises(BindError, match=r"got a numpy\.ndarray"):
+        exe.backward(np.ones((2, 3), np.float32))
+    with pytest.raises(BindError, match=r"head gradient for 'tanh.*_output' must be an NDArray"):
+        exe.backward([np.ones((2, 3), np.float32)])
+    with pytest.raises(BindError, match="unknown output"):
+        exe.backward({"nope": nd.ones((2, 3))})
+    # a dict by output name and a list both work
+    name = exe._symbol.list_outputs()[0]
+    exe.backward({name: nd.ones((2, 3)) * 2.0})
+    np.testing.assert_allclose(exe.grad_dict["x"].asnumpy(), 2.0, rtol=1e-6)
