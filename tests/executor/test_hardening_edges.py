@@ -85,6 +85,57 @@ def test_backward_with_strided_head_and_arguments():
 
 
 # ---------------------------------------------------------------------------------------------
+# Item 7: Reshape keeps the element count
+
+
+@pytest.mark.parametrize("shape", [(-1, 5), (3, 3, 3), (1, 1, 1), (), (5, -1), (2, 0)])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_reshape_to_another_element_count_raises_in_inference(shape, reverse):
+    x = sym.Variable("x")
+    r = sym.Reshape(x, shape=shape, reverse=reverse, name="resh")
+    with pytest.raises(ShapeError, match="node 'resh' \\(Reshape\\)"):
+        r.infer_shape(x=(4, 6))
+    with pytest.raises(ShapeError, match="resh"):
+        r.simple_bind(x=(4, 6))
+    with pytest.raises(ShapeError):
+        nd.reshape(nd.ones((4, 6)), shape=shape, reverse=reverse)
+
+
+@pytest.mark.parametrize(
+    ("shape", "reverse", "want"),
+    [
+        ((-1, 4), False, (6, 4)),
+        ((-1, 4), True, (6, 4)),
+        ((0, -1), False, (2, 12)),
+        ((-2, -1), False, (2, 3, 4, 1)),
+        ((-1, -2), True, (1, 2, 3, 4)),
+        ((-3, -1), False, (6, 4)),
+        ((-4, 1, 2, -2), False, (1, 2, 3, 4)),
+        ((0, -4, -1, 3, 0), False, (2, 1, 3, 4)),
+        ((-1, 0), True, (6, 4)),
+    ],
+)
+def test_reshape_special_values_give_numpys_values(shape, reverse, want):
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    out = nd.reshape(nd.array(a), shape=shape, reverse=reverse)
+    np.testing.assert_array_equal(out.asnumpy(), a.reshape(want))
+    x = sym.Variable("x")
+    exe = sym.Reshape(x, shape=shape, reverse=reverse).bind(None, {"x": nd.array(a)},
+                                                             args_grad={"x": nd.zeros(a.shape)})
+    np.testing.assert_array_equal(exe.forward(is_train=True)[0].asnumpy(), a.reshape(want))
+    exe.backward(nd.array(np.ones(want, np.float32) * 3.0))
+    np.testing.assert_array_equal(exe.grad_dict["x"].asnumpy(), np.full(a.shape, 3.0))
+
+
+def test_reshape_output_given_downstream_must_fit_the_input():
+    x, y = sym.Variable("x"), sym.Variable("y")
+    # the input's unknown dim cannot be filled from a 25-element output
+    net = sym.Reshape(x, shape=(5, 5), name="resh") + y
+    with pytest.raises(ShapeError, match="resh"):
+        net.infer_shape(x=(0, 3, 4), y=(5, 5))
+
+
+# ---------------------------------------------------------------------------------------------
 # Item 8: backward before forward
 
 
