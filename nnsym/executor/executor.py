@@ -25,7 +25,7 @@ from nnsym.ir.json import graph_to_json
 from nnsym.ir.opdef import get_op
 from nnsym.ir.spec import KernelCall, Lowered
 from nnsym.ndarray.gpu import GPUNDArray
-from nnsym.ndarray.ndarray import NDArray, invoke
+from nnsym.ndarray.ndarray import NDArray, allocate, invoke
 from nnsym.ndarray.sparse import (
     BaseSparseNDArray,
     CSRNDArray,
@@ -326,7 +326,8 @@ class Executor:
         for hn in self._head_nodes:
             if hn is not None and id(hn) in in_graph:
                 eid = idx.row_ptr[idx.node_id(hn)]
-                head = np.zeros(shapes[eid], dtypes[eid])
+                head = _host(np.zeros, f"the head gradient of output {len(self._head_arrays)}",
+                             shapes[eid], dtypes[eid])
                 if self._gpu is not None:
                     head = self._gpu.from_host(head)
                 arrays[eid] = head
@@ -345,7 +346,11 @@ class Executor:
                 )
             if eid in external and gnd.stype == "default":
                 arrays[eid] = gnd._data
-        self._pools = (_pools(self._plan.block_bytes, shared_pools) if self._gpu is None
+        users: dict[int, list[str]] = {}
+        for nid in range(idx.num_nodes):
+            for o in idx.output_entries(nid):
+                users.setdefault(self._plan.storage_id[o], []).append(idx.nodes[nid].name)
+        self._pools = (_pools(self._plan.block_bytes, shared_pools, users) if self._gpu is None
                        else [self._gpu.empty((max(b, 1),), np.dtype(np.uint8))
                              for b in self._plan.block_bytes])
         for nid, node in enumerate(idx.nodes):
@@ -404,7 +409,8 @@ class Executor:
                 mine = ptrs if ln.args is None else [ptrs[i] for i in ln.args]
                 p_list = [FFI.cast("void *", a.ctypes.data) for a in mine]  # type: ignore[union-attr]
                 if ln.workspace:
-                    ws = np.empty(ln.workspace, np.uint8)
+                    ws = _host(np.empty, f"the workspace of node {idx.nodes[nid].name!r}",
+                               (int(ln.workspace),), np.dtype(np.uint8))
                     self._workspaces.append(ws)
                     p_list.append(FFI.cast("void *", ws.ctypes.data))
                 p = FFI.new("void *[]", p_list)
@@ -626,7 +632,8 @@ class Executor:
                     "binding a big executor and sizing it down is cheaper than the reverse. "
                     "Set allow_up_sizing=True to allow it"
                 )
-            return NDArray(np.zeros(shape, old._data.dtype), old.context)
+            return NDArray(_host(np.zeros, f"argument {name!r}", shape, old._data.dtype),
+                           old.context)
 
         args = [fit(n, a, tuple(int(d) for d in sh), n in kwargs)
                 for n, a, sh in zip(names, self.arg_arrays, arg_s)]
@@ -732,8 +739,7 @@ def _segments(items: Sequence[Any]) -> list[Any]:
 
 def _zeros(st: SType, shape: tuple[int, ...], dtype: np.dtype, ctx: Context) -> NDArray:
     if st == SType.DEFAULT:
-        return NDArray(np.zeros(shape, dtype), ctx)
-
+        return NDArray(_host(np.zeros, "a gradient array", shape, dtype), ctx)
     return zeros(st.label, shape, ctx, dtype)
 
 
@@ -815,10 +821,21 @@ def _pack(calls: Sequence[tuple[Any, Any, Any, Any]]) -> tuple[Any, ...]:
     return (n, fns, ps, ias, fas)
 
 
-def _pools(block_bytes: Sequence[int], shared: list[np.ndarray] | None) -> list[np.ndarray]:
+def _host(make: Any, what: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A host array for the executor; one numpy cannot allocate is a BindShapeError naming
+    ``what`` and the byte size."""
+    try:
+        return allocate(make, tuple(shape), np.dtype(dtype))
+    except ShapeError as e:
+        raise BindShapeError(f"cannot bind: {what}: {e}") from None
+
+
+def _pools(block_bytes: Sequence[int], shared: list[np.ndarray] | None,
+           users: Mapping[int, list[str]] | None = None) -> list[np.ndarray]:
     """A byte array per planned block. With ``shared`` (another executor's pool list), each
     block, largest first, takes an unused shared array that is large enough; new arrays are
-    appended to ``shared``, so executors bound one after another share one pool."""
+    appended to ``shared``, so executors bound one after another share one pool. ``users``:
+    per block the nodes whose outputs live there (for the message when it cannot be had)."""
     out: list[np.ndarray | None] = [None] * len(block_bytes)
     free = list(shared) if shared is not None else []
     for b in sorted(range(len(block_bytes)), key=lambda i: -block_bytes[i]):
@@ -827,7 +844,10 @@ def _pools(block_bytes: Sequence[int], shared: list[np.ndarray] | None) -> list[
         if fits:
             out[b] = free.pop(min(fits, key=lambda k: free[k].nbytes))
         else:
-            new = np.empty(need, np.uint8)
+            names = (users or {}).get(b, [])
+            more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+            new = _host(np.empty, f"memory block {b} for the outputs of nodes "
+                        f"{names[:3]}{more}", (need,), np.dtype(np.uint8))
             out[b] = new
             if shared is not None:
                 shared.append(new)

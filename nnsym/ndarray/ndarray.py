@@ -22,7 +22,7 @@ from nnsym.ir.spec import Lowered
 from nnsym.ops.common.stype import infer_storage
 from nnsym.passes.lower import lower
 from nnsym.runtime.imperative import _freeze, get_call, infer_one
-from nnsym.types import DispatchMode, SType, dtype_of
+from nnsym.types import DispatchMode, SType, check_dims, dtype_of
 
 _CPU = cpu()
 
@@ -331,11 +331,30 @@ def array(source: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray
 
 def _shape_arg(shape: Any) -> tuple[int, ...]:
     if isinstance(shape, (int, np.integer)):
-        return (int(shape),)
-    t = tuple(int(d) for d in shape)
+        shape = (shape,)
+    try:
+        t = tuple(int(d) for d in shape)
+    except (TypeError, ValueError) as e:
+        raise ShapeError(f"invalid shape {shape!r}: {e}") from None
     if any(d < 0 for d in t):
         raise ShapeError(f"negative dimension in shape {t}")
+    check_dims(t)
     return t
+
+
+def allocate(make: Any, shape: tuple[int, ...], dtype: np.dtype, *args: Any) -> np.ndarray:
+    """``make(shape, *args, dtype)`` (np.zeros, np.empty, np.full...), with numpy's failure to
+    allocate (MemoryError, or "array is too big") as a ShapeError giving the byte size."""
+    try:
+        return make(shape, *args, dtype)  # type: ignore[no-any-return]
+    except (MemoryError, ValueError) as e:
+        if isinstance(e, ValueError) and "too big" not in str(e) and "maximum" not in str(e):
+            raise
+        n = 1
+        for d in shape:
+            n *= d
+        raise ShapeError(f"cannot allocate an array of shape {shape} {dtype.name}: "
+                         f"{n * dtype.itemsize} bytes ({e})") from None
 
 
 def _on(data: np.ndarray, ctx: Context | None) -> NDArray:
@@ -346,22 +365,22 @@ def _on(data: np.ndarray, ctx: Context | None) -> NDArray:
 
 
 def empty(shape: Any, ctx: Context | None = None, dtype: Any = "float32") -> NDArray:
-    return _on(np.empty(_shape_arg(shape), dtype_of(dtype)), ctx)
+    return _on(allocate(np.empty, _shape_arg(shape), dtype_of(dtype)), ctx)
 
 
 def zeros(shape: Any, ctx: Context | None = None, dtype: Any = "float32", **kw: Any) -> NDArray:
     stype = kw.get("stype") or "default"
     if stype != "default":
         return _sparse().zeros(stype, shape, ctx, dtype)
-    return _on(np.zeros(_shape_arg(shape), dtype_of(dtype)), ctx)
+    return _on(allocate(np.zeros, _shape_arg(shape), dtype_of(dtype)), ctx)
 
 
 def ones(shape: Any, ctx: Context | None = None, dtype: Any = "float32") -> NDArray:
-    return _on(np.ones(_shape_arg(shape), dtype_of(dtype)), ctx)
+    return _on(allocate(np.ones, _shape_arg(shape), dtype_of(dtype)), ctx)
 
 
 def full(shape: Any, val: Any, ctx: Context | None = None, dtype: Any = "float32") -> NDArray:
-    return _on(np.full(_shape_arg(shape), val, dtype_of(dtype)), ctx)
+    return _on(allocate(np.full, _shape_arg(shape), dtype_of(dtype), val), ctx)
 
 
 def arange(start: float, stop: float | None = None, step: float = 1.0, repeat: int = 1,

@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from nnsym import nd, sym
-from nnsym.errors import NNSymError, ShapeError
+from nnsym.errors import NNSymError, OperatorParamError, ShapeError
 from nnsym.executor.executor import BindError, BindShapeError, ExecutorStateError
+from nnsym.passes.infer import infer_shape, infer_type
+from nnsym.passes.manager import run_passes
 
 # ---------------------------------------------------------------------------------------------
 # Item 2: arrays that are not one C-ordered block are copied where they enter
@@ -82,6 +84,100 @@ def test_backward_with_strided_head_and_arguments():
     exe.backward(nd.NDArray(head))
     np.testing.assert_allclose(exe.grad_dict["x"].asnumpy(), head * (1 - np.tanh(v) ** 2),
                                rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# Item 6: huge shapes are ShapeErrors (at parsing, inference or allocation), never raw numpy
+# errors; dims and element counts beyond int64 are refused
+
+
+def test_simple_bind_of_a_shape_numpy_cannot_allocate_names_the_array_and_its_bytes():
+    x = sym.Variable("x")
+    y = sym.relu(x, name="act")
+    for req in ("write", "null"):
+        with pytest.raises(BindShapeError, match=r"'x'.*\(1099511627776, 20\) float32: "
+                                                 r"87960930222080 bytes"):
+            y.simple_bind(x=(2**40, 20), grad_req=req)
+    # 2**62 elements fit in int64, their float32 bytes do not
+    with pytest.raises(BindShapeError, match="18446744073709551616 bytes"):
+        y.simple_bind(x=(2**31, 2**31))
+
+
+def test_bind_of_a_graph_whose_internal_entry_cannot_be_allocated_names_the_node():
+    x = sym.Variable("x")
+    big = sym.broadcast_to(x, shape=(2**22, 2**22, 4), name="bigb")
+    y = sym.sum(sym.exp(big, name="e"), name="s")
+    with pytest.raises(BindShapeError, match=r"cannot bind: memory block \d+ for the outputs "
+                                             r"of nodes \[.*'bigb'.*281474976710656 bytes"):
+        y.bind(None, {"x": nd.ones((1, 1, 1))}, grad_req="null")
+
+
+@pytest.mark.parametrize(
+    ("shapes", "match"),
+    [
+        ({"x": (1, 2**64)}, "does not fit in int64"),
+        ({"x": (2**63,)}, "does not fit in int64"),
+        ({"x": (2**40, 2**30)}, "1180591620717411303424 elements do not fit in int64"),
+    ],
+)
+def test_shapes_beyond_int64_are_refused_at_inference(shapes, match):
+    y = sym.relu(sym.Variable("x"))
+    with pytest.raises(ShapeError, match=match):
+        y.infer_shape(**shapes)
+    with pytest.raises(ShapeError, match=match):
+        y.simple_bind(**shapes)
+
+
+def test_inferred_shapes_beyond_int64_name_the_node():
+    x = sym.Variable("x")
+    fc = sym.FullyConnected(x, num_hidden=2**40, name="fc")
+    with pytest.raises(ShapeError, match=r"node 'fc' \(FullyConnected\): output 0: .*"
+                                         r"elements do not fit in int64"):
+        fc.infer_shape(x=(2**30, 4))
+    b = sym.broadcast_to(x, shape=(2**40, 2**40), name="bc")
+    with pytest.raises(ShapeError, match="node 'bc'"):
+        b.infer_shape(x=(1, 1))
+    with pytest.raises(ShapeError, match="node 'z' \\(null\\): bad __shape__"):
+        sym.relu(sym.Variable("z", shape=(2**63,))).infer_shape()
+    with pytest.raises(ShapeError, match="node 'z'"):
+        sym.relu(sym.Variable("z", shape=(2**62, 4))).infer_shape()
+
+
+def test_byte_size_beyond_int64_is_refused_when_the_dtype_is_known():
+    y = sym.relu(sym.Variable("x"), name="r")
+    idx = y.index
+    seeds_s: list = [None] * idx.num_entries
+    seeds_t: list = [None] * idx.num_entries
+    seeds_s[0], seeds_t[0] = (2**61,), np.dtype("float64")  # the count fits, 2**64 bytes not
+    g = y.graph(shape=tuple(seeds_s), dtype=tuple(seeds_t))
+    with pytest.raises(ShapeError, match=r"node 'x'.*2305843009213693952 elements, "
+                                         r"18446744073709551616 bytes"):
+        run_passes(g, [infer_shape, infer_type])
+    with pytest.raises(BindShapeError, match="'x'"):
+        y.simple_bind(x=(2**61,), type_dict={"x": "float64"})
+
+
+@pytest.mark.parametrize("make", [nd.zeros, nd.empty, nd.ones, lambda s: nd.full(s, 2.0)])
+def test_nd_creation_refuses_huge_shapes(make):
+    with pytest.raises(ShapeError, match="does not fit in int64"):
+        make((1, 2**64))
+    with pytest.raises(ShapeError, match="elements do not fit in int64"):
+        make((2**62, 4))
+    with pytest.raises(ShapeError, match="87960930222080 bytes"):
+        make((2**40, 20))
+    with pytest.raises(ShapeError, match="18446744073709551616 bytes"):
+        make((2**31, 2**31))
+    np.testing.assert_array_equal(make((2, 3)).shape, (2, 3))
+
+
+def test_shape_params_beyond_int64_are_refused():
+    x = sym.Variable("x")
+    with pytest.raises(OperatorParamError, match="int64"):
+        sym.Reshape(x, shape=(2**64,))
+    with pytest.raises(OperatorParamError, match="int64"):
+        sym.broadcast_to(x, shape=(1, 2**63))
+    with pytest.raises(OperatorParamError, match="int64"):
+        nd.broadcast_to(nd.ones((1, 1)), shape=(1, 2**63))
 
 
 # ---------------------------------------------------------------------------------------------
