@@ -541,7 +541,8 @@ class Executor:
                 elif dst.stype != "default" or (isinstance(v, NDArray) and v.stype != "default"):
                     _assign(dst, v if isinstance(v, NDArray) else NDArray(np.asarray(v)))
                 else:
-                    dst._data[...] = v._data if isinstance(v, NDArray) else np.asarray(v)
+                    dst._data[...] = (v if not isinstance(v, NDArray) else v.asnumpy()
+                                      if v.context.device_type == "gpu" else v._data)
         self._last_train = is_train
         if is_train:
             for fa, slot in self._seeds:
