@@ -7,12 +7,16 @@ from typing import Any
 
 import numpy as np
 
-from nnsym.errors import DTypeError
+from nnsym.errors import DTypeError, ShapeError
 
 # A shape inside nnsym: ``None`` = unknown number of dimensions; a ``None`` dim = unknown size.
 # MXNet's legacy boundary form uses ``()`` and ``0`` for those; see ``to_mx_shape``.
 Dim = int | None
 Shape = tuple[Dim, ...]
+
+# MXNet's dims and element counts are int64 (dim_t / index_t); byte sizes must fit too.
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
 
 
 class SType(enum.Enum):
@@ -106,7 +110,38 @@ def from_mx_shape(s: Any) -> Shape | None:
     t = tuple(s)
     if not t:
         return None
-    return tuple(None if (d is None or int(d) <= 0) else int(d) for d in t)
+    out = tuple(None if (d is None or int(d) <= 0) else int(d) for d in t)
+    check_dims(out)
+    return out
+
+
+def check_dims(s: Shape | None) -> None:
+    """Every dimension, and the element count, fit in int64 (MXNet's index type)."""
+    if s is None:
+        return
+    big = [d for d in s if d is not None and d > INT64_MAX]
+    if big:
+        raise ShapeError(f"shape {shape_str(s)}: dimension {big[0]} does not fit in int64 "
+                         f"(at most {INT64_MAX})")
+    n = 1
+    for d in s:
+        n *= d or 1
+    if n > INT64_MAX:
+        raise ShapeError(f"shape {shape_str(s)}: {n} elements do not fit in int64")
+
+
+def check_bytes(s: Shape | None, dtype: Any) -> None:
+    """The byte size of a known shape of ``dtype`` fits in int64 (else no allocation can hold
+    it, and kernels' byte offsets overflow)."""
+    if s is None or any(d is None for d in s) or dtype is None:
+        return
+    n = 1
+    for d in s:
+        n *= d  # type: ignore[operator]
+    nbytes = n * np.dtype(dtype).itemsize
+    if nbytes > INT64_MAX:
+        raise ShapeError(f"shape {shape_str(s)} of {np.dtype(dtype).name}: {n} elements, "
+                         f"{nbytes} bytes, more than int64 can address")
 
 
 def shape_known(s: Shape | None) -> bool:

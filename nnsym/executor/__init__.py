@@ -1,5 +1,5 @@
 """Bound graphs: the bind pipeline, allocation from the memory plan, prebound forward/backward."""
 
-from nnsym.executor.executor import BindError, Executor
+from nnsym.executor.executor import BindError, BindShapeError, Executor, ExecutorStateError
 
-__all__ = ["BindError", "Executor"]
+__all__ = ["BindError", "BindShapeError", "Executor", "ExecutorStateError"]

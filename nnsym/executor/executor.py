@@ -25,7 +25,7 @@ from nnsym.ir.json import graph_to_json
 from nnsym.ir.opdef import get_op
 from nnsym.ir.spec import KernelCall, Lowered
 from nnsym.ndarray.gpu import GPUNDArray
-from nnsym.ndarray.ndarray import NDArray, invoke
+from nnsym.ndarray.ndarray import NDArray, allocate, invoke
 from nnsym.ndarray.sparse import (
     BaseSparseNDArray,
     CSRNDArray,
@@ -50,12 +50,30 @@ GRAD_REQS = ("null", "write", "add")
 FFI = compiler.FFI
 
 
-class BindError(NNSymError):
-    """Arrays, gradient requests or head gradients that do not fit the symbol."""
+class BindError(NNSymError, ValueError, TypeError):
+    """Arrays, gradient requests or head gradients that do not fit the symbol. MXNet raises a
+    TypeError or a ValueError for these, so this is both."""
+
+
+class BindShapeError(BindError, ShapeError):
+    """An array given to the executor (argument, gradient, head gradient, forward keyword, or
+    one too large to allocate) whose shape does not fit."""
+
+
+class ExecutorStateError(NNSymError, RuntimeError):
+    """The executor used out of order: backward before any forward."""
+
+
+def _what_is(v: Any) -> str:
+    """A value's type for a message, with the fix for numpy arrays."""
+    if isinstance(v, np.ndarray):
+        return "a numpy.ndarray (wrap it with nnsym.nd.array)"
+    return f"a {type(v).__name__}"
 
 
 def _as_list(what: str, names: list[str], given: Any, allow_none: bool) -> list[Any]:
-    """Arrays by position (a list of exactly ``len(names)``) or by name (a dict)."""
+    """Arrays by position (a list of exactly ``len(names)``) or by name (a dict); every value
+    an NDArray (or None where ``allow_none``)."""
     if given is None:
         return [None] * len(names)
     if isinstance(given, Mapping):
@@ -63,14 +81,19 @@ def _as_list(what: str, names: list[str], given: Any, allow_none: bool) -> list[
         if unknown:
             raise BindError(f"{what}: unknown name(s) {sorted(unknown)}; expected {names}")
         out = [given.get(n) for n in names]
-        if not allow_none:
-            missing = [n for n, v in zip(names, out) if v is None]
-            if missing:
-                raise BindError(f"key `{missing[0]}` is missing in `{what}`")
-        return out
-    out = list(given)
-    if len(out) != len(names):
-        raise BindError(f"{what}: {len(out)} arrays given for {len(names)} names {names}")
+    elif isinstance(given, (list, tuple)):
+        out = list(given)
+        if len(out) != len(names):
+            raise BindError(f"{what}: {len(out)} arrays given for {len(names)} names {names}")
+    else:
+        raise BindError(f"{what}: expected a list of NDArrays or a dict of name to NDArray, "
+                        f"got {_what_is(given)}")
+    for n, v in zip(names, out):
+        if v is None:
+            if not allow_none:
+                raise BindError(f"key `{n}` is missing in `{what}`")
+        elif not isinstance(v, NDArray):
+            raise BindError(f"{what}: {n!r} must be an NDArray, got {_what_is(v)}")
     return out
 
 
@@ -78,11 +101,17 @@ def _reqs(grad_req: Any, names: list[str], grads: list[Any]) -> list[str]:
     if isinstance(grad_req, str):
         reqs = [grad_req] * len(names)
     elif isinstance(grad_req, Mapping):
+        unknown = [k for k in grad_req if k not in names]
+        if unknown:
+            raise BindError(f"grad_req: unknown argument name(s) {unknown}; arguments: {names}")
         reqs = [grad_req.get(n, "null") for n in names]
-    else:
+    elif isinstance(grad_req, (list, tuple)):
         reqs = list(grad_req)
         if len(reqs) != len(names):
             raise BindError(f"grad_req: {len(reqs)} values for {len(names)} arguments")
+    else:
+        raise BindError(f"grad_req: expected 'write', 'add' or 'null', a list or a dict of "
+                        f"argument name to one of them, got {_what_is(grad_req)}")
     for n, r in zip(names, reqs):
         if r not in GRAD_REQS:
             raise BindError(f"grad_req {r!r} for {n!r}: expected one of {GRAD_REQS}")
@@ -118,10 +147,6 @@ class Executor:
         self.arg_arrays: list[NDArray] = _as_list("args", arg_names, args, False)
         grads = _as_list("args_grad", arg_names, args_grad, True)
         self.aux_arrays: list[NDArray] = _as_list("aux_states", aux_names, aux_states, False)
-        for what, arrs in (("args", self.arg_arrays), ("aux_states", self.aux_arrays)):
-            for a in arrs:
-                if not isinstance(a, NDArray):
-                    raise BindError(f"{what}: expected NDArrays, got {type(a).__name__}")
         on_gpu = [a for a in [*self.arg_arrays, *self.aux_arrays, *grads] if a is not None
                    and a.context.device_type == "gpu"]
         if self._gpu is not None and (len(on_gpu) != len(
@@ -301,7 +326,8 @@ class Executor:
         for hn in self._head_nodes:
             if hn is not None and id(hn) in in_graph:
                 eid = idx.row_ptr[idx.node_id(hn)]
-                head = np.zeros(shapes[eid], dtypes[eid])
+                head = _host(np.zeros, f"the head gradient of output {len(self._head_arrays)}",
+                             shapes[eid], dtypes[eid])
                 if self._gpu is not None:
                     head = self._gpu.from_host(head)
                 arrays[eid] = head
@@ -313,14 +339,18 @@ class Executor:
         for eid, (name, gnd) in zip(grad_eids, wanted):
             assert gnd is not None
             if tuple(gnd.shape) != shapes[eid] or np.dtype(gnd.dtype) != dtypes[eid]:
-                raise BindError(
+                raise (BindShapeError if tuple(gnd.shape) != shapes[eid] else BindError)(
                     f"gradient array for {name!r} has shape {gnd.shape} "
                     f"{np.dtype(gnd.dtype).name}; the argument needs {shapes[eid]} "
                     f"{dtypes[eid].name}"
                 )
             if eid in external and gnd.stype == "default":
                 arrays[eid] = gnd._data
-        self._pools = (_pools(self._plan.block_bytes, shared_pools) if self._gpu is None
+        users: dict[int, list[str]] = {}
+        for nid in range(idx.num_nodes):
+            for o in idx.output_entries(nid):
+                users.setdefault(self._plan.storage_id[o], []).append(idx.nodes[nid].name)
+        self._pools = (_pools(self._plan.block_bytes, shared_pools, users) if self._gpu is None
                        else [self._gpu.empty((max(b, 1),), np.dtype(np.uint8))
                              for b in self._plan.block_bytes])
         for nid, node in enumerate(idx.nodes):
@@ -379,7 +409,8 @@ class Executor:
                 mine = ptrs if ln.args is None else [ptrs[i] for i in ln.args]
                 p_list = [FFI.cast("void *", a.ctypes.data) for a in mine]  # type: ignore[union-attr]
                 if ln.workspace:
-                    ws = np.empty(ln.workspace, np.uint8)
+                    ws = _host(np.empty, f"the workspace of node {idx.nodes[nid].name!r}",
+                               (int(ln.workspace),), np.dtype(np.uint8))
                     self._workspaces.append(ws)
                     p_list.append(FFI.cast("void *", ws.ctypes.data))
                 p = FFI.new("void *[]", p_list)
@@ -461,7 +492,7 @@ class Executor:
         self._packed = {name: pack(calls) for name, calls in (
             ("infer", infer_list), ("train", train_list), ("bwd", bwd_calls),
             ("bwd_train", bwd_train))}
-        self._last_train = False
+        self._last_train: bool | None = None  # None: no forward yet
         self.outputs = [obj(e) if stypes[e] != SType.DEFAULT else self._nd(arrays[e])
                         for e in idx.outputs[: len(outputs)]]
 
@@ -497,17 +528,21 @@ class Executor:
             names = self._symbol.list_arguments()
             for k, v in kwargs.items():
                 if k not in names:
-                    raise TypeError(f"Unknown argument {k!r}; arguments: {names}")
+                    raise BindError(f"forward: Unknown argument {k!r}; arguments: {names}")
+                if not isinstance(v, (NDArray, np.ndarray)):
+                    raise BindError(f"forward: argument {k!r} must be an NDArray or a numpy "
+                                    f"array, got {_what_is(v)}")
                 dst = self.arg_arrays[names.index(k)]
                 if tuple(v.shape) != tuple(dst.shape):
-                    raise ShapeError(f"Shape not match! Argument {k}, need: {dst.shape}, "
-                                     f"received: {tuple(v.shape)}")
+                    raise BindShapeError(f"forward: Shape not match! Argument {k}, need: "
+                                         f"{dst.shape}, received: {tuple(v.shape)}")
                 if self._gpu is not None:
                     (v if isinstance(v, NDArray) else NDArray(np.asarray(v))).copyto(dst)
                 elif dst.stype != "default" or (isinstance(v, NDArray) and v.stype != "default"):
                     _assign(dst, v if isinstance(v, NDArray) else NDArray(np.asarray(v)))
                 else:
-                    dst._data[...] = v._data if isinstance(v, NDArray) else np.asarray(v)
+                    dst._data[...] = (v if not isinstance(v, NDArray) else v.asnumpy()
+                                      if v.context.device_type == "gpu" else v._data)
         self._last_train = is_train
         if is_train:
             for fa, slot in self._seeds:
@@ -533,30 +568,28 @@ class Executor:
         ``out_grads``: head gradients for the non-loss outputs (an NDArray, a list or a dict
         by output name)."""
         names = self._symbol.list_outputs()
-        if isinstance(out_grads, NDArray):
-            out_grads = [out_grads]
-        if isinstance(out_grads, Mapping):
-            out_grads = [out_grads.get(n) for n in names]
-        if out_grads is not None and len(out_grads) != len(names):
-            raise BindError(f"backward: {len(out_grads)} head gradients for {len(names)} "
-                            f"outputs {names}")
+        heads = _head_list(out_grads, names)
         for k, h in enumerate(self._head_arrays):
             if h is None:
                 continue
-            given = None if out_grads is None else out_grads[k]
+            given = None if heads is None else heads[k]
             if given is None:
                 raise BindError(
                     f"output {names[k]!r} is not a loss: its head gradient is required when "
                     "calling backward (or make it a loss with MakeLoss)"
                 )
-            src = given if isinstance(given, NDArray) else np.asarray(given)
+            src = given if given.stype == "default" else given.tostype("default")
             if tuple(src.shape) != h.shape:
-                raise ShapeError(f"head gradient for {names[k]!r} has shape {tuple(src.shape)}, "
-                                 f"the output has {h.shape}")
+                raise BindShapeError(f"head gradient for {names[k]!r} has shape "
+                                     f"{tuple(src.shape)}, the output has {h.shape}")
             if self._gpu is not None:
                 h[:] = src
             else:
-                h._data[...] = src._data if isinstance(src, NDArray) else src
+                h._data[...] = src.asnumpy() if src.context.device_type == "gpu" else src._data
+        if self._last_train is None:
+            raise ExecutorStateError(
+                "backward called before forward: run forward(is_train=True) first (the "
+                "gradients are computed from the values forward leaves behind)")
         self._exec(self._packed["bwd_train" if self._last_train else "bwd"])
 
     def reshape(self, partial_shaping: bool = False, allow_up_sizing: bool = False,
@@ -600,7 +633,8 @@ class Executor:
                     "binding a big executor and sizing it down is cheaper than the reverse. "
                     "Set allow_up_sizing=True to allow it"
                 )
-            return NDArray(np.zeros(shape, old._data.dtype), old.context)
+            return NDArray(_host(np.zeros, f"argument {name!r}", shape, old._data.dtype),
+                           old.context)
 
         args = [fit(n, a, tuple(int(d) for d in sh), n in kwargs)
                 for n, a, sh in zip(names, self.arg_arrays, arg_s)]
@@ -643,6 +677,34 @@ class Executor:
         return debug_str(self._idx, self._plan, self._stypes, self._modes)
 
 
+def _head_list(out_grads: Any, names: list[str]) -> list[NDArray | None] | None:
+    """``backward``'s head gradients, one per output (None: not given), from an NDArray, a
+    list or a dict by output name."""
+    if out_grads is None:
+        return None
+    if isinstance(out_grads, NDArray):
+        out_grads = [out_grads]
+    if isinstance(out_grads, Mapping):
+        unknown = [k for k in out_grads if k not in names]
+        if unknown:
+            raise BindError(f"backward: out_grads names unknown output(s) {unknown}; outputs: "
+                            f"{names}")
+        heads = [out_grads.get(n) for n in names]
+    elif isinstance(out_grads, (list, tuple)):
+        heads = list(out_grads)
+        if len(heads) != len(names):
+            raise BindError(f"backward: {len(heads)} head gradients for {len(names)} "
+                            f"outputs {names}")
+    else:
+        raise BindError(f"backward: out_grads must be an NDArray, a list of NDArrays or a dict "
+                        f"of output name to NDArray, got {_what_is(out_grads)}")
+    for n, h in zip(names, heads):
+        if h is not None and not isinstance(h, NDArray):
+            raise BindError(f"backward: the head gradient for {n!r} must be an NDArray, got "
+                            f"{_what_is(h)}")
+    return heads
+
+
 class _GpuLaunch:
     """One prebound CUDA kernel launch of a gpu executor (a Python step): p/ia/fa are copied to
     the device once, at bind; a seeded launch (Dropout) copies its fa again before each run,
@@ -678,8 +740,7 @@ def _segments(items: Sequence[Any]) -> list[Any]:
 
 def _zeros(st: SType, shape: tuple[int, ...], dtype: np.dtype, ctx: Context) -> NDArray:
     if st == SType.DEFAULT:
-        return NDArray(np.zeros(shape, dtype), ctx)
-
+        return NDArray(_host(np.zeros, "a gradient array", shape, dtype), ctx)
     return zeros(st.label, shape, ctx, dtype)
 
 
@@ -761,10 +822,21 @@ def _pack(calls: Sequence[tuple[Any, Any, Any, Any]]) -> tuple[Any, ...]:
     return (n, fns, ps, ias, fas)
 
 
-def _pools(block_bytes: Sequence[int], shared: list[np.ndarray] | None) -> list[np.ndarray]:
+def _host(make: Any, what: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A host array for the executor; one numpy cannot allocate is a BindShapeError naming
+    ``what`` and the byte size."""
+    try:
+        return allocate(make, tuple(shape), np.dtype(dtype))
+    except ShapeError as e:
+        raise BindShapeError(f"cannot bind: {what}: {e}") from None
+
+
+def _pools(block_bytes: Sequence[int], shared: list[np.ndarray] | None,
+           users: Mapping[int, list[str]] | None = None) -> list[np.ndarray]:
     """A byte array per planned block. With ``shared`` (another executor's pool list), each
     block, largest first, takes an unused shared array that is large enough; new arrays are
-    appended to ``shared``, so executors bound one after another share one pool."""
+    appended to ``shared``, so executors bound one after another share one pool. ``users``:
+    per block the nodes whose outputs live there (for the message when it cannot be had)."""
     out: list[np.ndarray | None] = [None] * len(block_bytes)
     free = list(shared) if shared is not None else []
     for b in sorted(range(len(block_bytes)), key=lambda i: -block_bytes[i]):
@@ -773,7 +845,10 @@ def _pools(block_bytes: Sequence[int], shared: list[np.ndarray] | None) -> list[
         if fits:
             out[b] = free.pop(min(fits, key=lambda k: free[k].nbytes))
         else:
-            new = np.empty(need, np.uint8)
+            names = (users or {}).get(b, [])
+            more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+            new = _host(np.empty, f"memory block {b} for the outputs of nodes "
+                        f"{names[:3]}{more}", (need,), np.dtype(np.uint8))
             out[b] = new
             if shared is not None:
                 shared.append(new)
@@ -787,4 +862,4 @@ def _named(names: Sequence[str], arrays: Sequence[Any]) -> dict[str, Any]:
     return dict(zip(names, arrays))
 
 
-__all__ = ["BindError", "Executor"]
+__all__ = ["BindError", "BindShapeError", "Executor", "ExecutorStateError"]

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from nnsym.errors import OperatorParamError
+from nnsym.types import INT64_MAX, INT64_MIN
 
 _REQUIRED = dataclasses.MISSING
 
@@ -261,6 +262,12 @@ def _parse_value(op_name: str, node_name: str, spec: FieldSpec, raw: Any) -> Any
         v = _convert(spec, raw)
     except (ValueError, TypeError, OverflowError):
         raise bad(spec.type_name()) from None
+    if spec.base == "int":
+        if not INT64_MIN <= v <= INT64_MAX:
+            raise bad("an integer that fits in int64")
+    elif spec.base in ("tuple", "tuple_opt"):
+        if any(d is not None and not INT64_MIN <= d <= INT64_MAX for d in v):
+            raise bad("integers that fit in int64")
     if spec.choices is not None and v not in spec.choices:
         raise bad("one of " + ", ".join(repr(c) for c in spec.choices))
     if spec.base in ("int", "float"):

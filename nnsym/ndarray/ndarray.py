@@ -22,7 +22,7 @@ from nnsym.ir.spec import Lowered
 from nnsym.ops.common.stype import infer_storage
 from nnsym.passes.lower import lower
 from nnsym.runtime.imperative import _freeze, get_call, infer_one
-from nnsym.types import DispatchMode, SType, dtype_of
+from nnsym.types import DispatchMode, SType, check_dims, dtype_of
 
 _CPU = cpu()
 
@@ -37,6 +37,11 @@ class NDArray:
     def __init__(self, data: np.ndarray, ctx: Context | None = None, buf: Any = None):
         # NOTE: _data is never rebound (writes go into it), so _buf, a cffi view of its memory
         # made on first use by a kernel, stays valid for the array's life.
+        if isinstance(data, np.ndarray) and not _kernel_ready(data):
+            # Kernels (imperative calls, bound graphs) read _data as one C-ordered block: a
+            # strided view (base[::-1], base[::2]), a misaligned, byte-swapped or read-only
+            # array is copied here rather than read past its buffer.
+            data = np.array(data, dtype=data.dtype.newbyteorder("="), order="C", copy=True)
         self._data = data
         self._ctx = ctx or _CPU
         self._buf = buf
@@ -245,6 +250,13 @@ class NDArray:
         return self
 
 
+def _kernel_ready(a: np.ndarray) -> bool:
+    """``a`` can be handed to a generated kernel as it is: one C-ordered, aligned, writable
+    block in native byte order."""
+    f = a.flags
+    return bool(f.c_contiguous and f.aligned and f.writeable and a.dtype.isnative)
+
+
 _SAME_SHAPE = {
     "broadcast_add": "elemwise_add",
     "broadcast_sub": "elemwise_sub",
@@ -319,11 +331,30 @@ def array(source: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray
 
 def _shape_arg(shape: Any) -> tuple[int, ...]:
     if isinstance(shape, (int, np.integer)):
-        return (int(shape),)
-    t = tuple(int(d) for d in shape)
+        shape = (shape,)
+    try:
+        t = tuple(int(d) for d in shape)
+    except (TypeError, ValueError) as e:
+        raise ShapeError(f"invalid shape {shape!r}: {e}") from None
     if any(d < 0 for d in t):
         raise ShapeError(f"negative dimension in shape {t}")
+    check_dims(t)
     return t
+
+
+def allocate(make: Any, shape: tuple[int, ...], dtype: np.dtype, *args: Any) -> np.ndarray:
+    """``make(shape, *args, dtype)`` (np.zeros, np.empty, np.full...), with numpy's failure to
+    allocate (MemoryError, or "array is too big") as a ShapeError giving the byte size."""
+    try:
+        return make(shape, *args, dtype)  # type: ignore[no-any-return]
+    except (MemoryError, ValueError) as e:
+        if isinstance(e, ValueError) and "too big" not in str(e) and "maximum" not in str(e):
+            raise
+        n = 1
+        for d in shape:
+            n *= d
+        raise ShapeError(f"cannot allocate an array of shape {shape} {dtype.name}: "
+                         f"{n * dtype.itemsize} bytes ({e})") from None
 
 
 def _on(data: np.ndarray, ctx: Context | None) -> NDArray:
@@ -334,22 +365,22 @@ def _on(data: np.ndarray, ctx: Context | None) -> NDArray:
 
 
 def empty(shape: Any, ctx: Context | None = None, dtype: Any = "float32") -> NDArray:
-    return _on(np.empty(_shape_arg(shape), dtype_of(dtype)), ctx)
+    return _on(allocate(np.empty, _shape_arg(shape), dtype_of(dtype)), ctx)
 
 
 def zeros(shape: Any, ctx: Context | None = None, dtype: Any = "float32", **kw: Any) -> NDArray:
     stype = kw.get("stype") or "default"
     if stype != "default":
         return _sparse().zeros(stype, shape, ctx, dtype)
-    return _on(np.zeros(_shape_arg(shape), dtype_of(dtype)), ctx)
+    return _on(allocate(np.zeros, _shape_arg(shape), dtype_of(dtype)), ctx)
 
 
 def ones(shape: Any, ctx: Context | None = None, dtype: Any = "float32") -> NDArray:
-    return _on(np.ones(_shape_arg(shape), dtype_of(dtype)), ctx)
+    return _on(allocate(np.ones, _shape_arg(shape), dtype_of(dtype)), ctx)
 
 
 def full(shape: Any, val: Any, ctx: Context | None = None, dtype: Any = "float32") -> NDArray:
-    return _on(np.full(_shape_arg(shape), val, dtype_of(dtype)), ctx)
+    return _on(allocate(np.full, _shape_arg(shape), dtype_of(dtype), val), ctx)
 
 
 def arange(start: float, stop: float | None = None, step: float = 1.0, repeat: int = 1,

@@ -9,7 +9,7 @@ stops when a forward and a backward sweep in a row learn nothing. Values already
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +20,7 @@ from nnsym.ir.graph import Graph, Node
 from nnsym.ir.opdef import OpDef, Rule, RuleError, merge_shape, same_dtype
 from nnsym.ir.params import _parse_tuple_text
 from nnsym.passes.manager import graph_pass
-from nnsym.types import dtype_of, from_mx_shape, shape_str
+from nnsym.types import check_bytes, check_dims, dtype_of, from_mx_shape, shape_str
 
 
 @dataclass(frozen=True)
@@ -179,13 +179,35 @@ def _error(kind: AttrKind, node: Node, ins: list[Any], msg: str) -> NNSymError:
     )
 
 
+def _check_sizes(g: Graph, shapes: Sequence[Any], dtypes: Sequence[Any] | None) -> None:
+    """Every entry's dims and element count fit in int64, and so does its byte size where its
+    dtype is known: a ShapeError naming the node that produces it otherwise (no array or
+    kernel index could hold it)."""
+    idx = g.index
+    for nid, node in enumerate(idx.nodes):
+        for k, eid in enumerate(range(idx.row_ptr[nid], idx.row_ptr[nid + 1])):
+            try:
+                check_dims(shapes[eid])
+                if dtypes is not None:
+                    check_bytes(shapes[eid], dtypes[eid])
+            except ShapeError as e:
+                op_name = node.op.name if node.op is not None else "null"
+                what = f"output {k}" if node.op is not None else "variable"
+                raise node_error(ShapeError, node.name, op_name, f"{what}: {e}") from None
+
+
 @graph_pass(provides=("shape",))
 def infer_shape(g: Graph) -> Graph:
     """Shapes of every entry, as far as they can be decided (``None`` = unknown)."""
-    return g.with_attrs(shape=tuple(infer_attr(g, SHAPE)))
+    shapes = infer_attr(g, SHAPE)
+    _check_sizes(g, shapes, g.attrs.dtype)
+    return g.with_attrs(shape=tuple(shapes))
 
 
 @graph_pass(provides=("dtype",))
 def infer_type(g: Graph) -> Graph:
     """Dtypes of every entry, as far as they can be decided (``None`` = unknown)."""
-    return g.with_attrs(dtype=tuple(infer_attr(g, DTYPE)))
+    dtypes = infer_attr(g, DTYPE)
+    if g.attrs.shape is not None:
+        _check_sizes(g, g.attrs.shape, dtypes)
+    return g.with_attrs(dtype=tuple(dtypes))

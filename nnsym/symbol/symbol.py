@@ -19,7 +19,7 @@ from nnsym.errors import (
     ShapeError,
     StorageTypeError,
 )
-from nnsym.executor.executor import BindError, Executor, _reqs
+from nnsym.executor.executor import BindError, BindShapeError, Executor, _reqs
 from nnsym.ir.graph import Entry, Graph, GraphAttrs, IndexedGraph, Node, variable
 from nnsym.ir.json import graph_to_json, load_entries
 from nnsym.ir.opdef import OpDef, get_op
@@ -456,9 +456,17 @@ class Symbol:
         if shared and shared_exec is None:
             raise BindError("shared_arg_names needs shared_exec")
 
+        def alloc(key: str, shape: tuple[int, ...], dtype: np.dtype,
+                  st: str = "default") -> NDArray:
+            try:
+                return zeros(shape, ctx, dtype) if st == "default" else \
+                    sparse_zeros(st, shape, ctx, dtype)
+            except ShapeError as e:  # numpy could not allocate it
+                raise BindShapeError(f"simple_bind: cannot allocate {key!r}: {e}") from None
+
         def take(key: str, shape: tuple[int, ...], dtype: np.dtype) -> NDArray:
             if shared_buffer is None:
-                return zeros(shape, ctx, dtype)
+                return alloc(key, shape, dtype)
             buf = shared_buffer.get(key)
             n = int(np.prod(shape, dtype=np.int64))
             if buf is not None and np.dtype(buf.dtype) == dtype and buf.size >= n:
@@ -467,7 +475,7 @@ class Symbol:
                 warnings.warn(f"simple_bind: shared_buffer[{key!r}] {buf.shape} is too small "
                               f"for {shape} (or of another dtype); allocating a new one",
                               stacklevel=3)
-            new = zeros(shape, ctx, dtype)
+            new = alloc(key, shape, dtype)
             shared_buffer[key] = new
             return new
 
@@ -482,14 +490,15 @@ class Symbol:
         dtypes = [np.dtype(t or f32) for t in arg_t]
         arg_st = self._arg_stypes(stype_dict)
         args = [from_exec(f"argument {n!r}", shared_exec.arg_dict.get(n), s, t) if n in shared
-                else take(n, s, t) if st == "default" else sparse_zeros(st, s, ctx, t)
+                else take(n, s, t) if st == "default" else alloc(n, s, t, st)
                 for n, s, t, st in zip(names, shapes, dtypes, arg_st)]
         if shared_exec is not None:
             aux = [from_exec(f"auxiliary state {n!r}", shared_exec.aux_dict.get(n), s,
                              np.dtype(t or f32))
                    for n, s, t in zip(aux_names, _mx_shapes(aux_s), aux_t)]
         else:
-            aux = [zeros(s, ctx, t or f32) for s, t in zip(_mx_shapes(aux_s), aux_t)]
+            aux = [alloc(n, s, np.dtype(t or f32))
+                   for n, s, t in zip(aux_names, _mx_shapes(aux_s), aux_t)]
         reqs = _reqs(grad_req, names, args)
         grads = [None if r == "null" else
                  from_exec(f"gradient of {n!r}", shared_exec.grad_dict.get(n), s, t)
@@ -594,6 +603,8 @@ def _user_shape(v: Any) -> Any:
         v = (int(v),)
     try:
         return from_mx_shape(v)
+    except NNSymError:
+        raise
     except (TypeError, ValueError) as e:
         raise NNSymError(f"invalid shape {v!r}: {e}") from None
 

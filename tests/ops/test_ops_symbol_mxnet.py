@@ -49,8 +49,17 @@ DEVIATIONS = {
     },
 }
 
-OK = [{**c, **DEVIATIONS.get(c["id"], {})} for c in CASES if "error" not in c]
-ERR = [c for c in CASES if "error" in c]
+# Reshape: MXNet writes the -1's size at its position in `shape` after a -2/-4 (a result of
+# another element count); nnsym infers the dimension the -1 stands for.
+DEVIATIONS["146-Reshape"] = {"out_shapes": [[2, 3, 2, 4]]}
+DEVIATIONS["165-Reshape"] = {"out_shapes": [[2, 3, 4, 1]]}
+# Reshape to another element count: MXNet infers a shape (and binds, reading past the input);
+# nnsym raises in shape inference.
+SIZE_ERRORS = {"160-Reshape", "162-Reshape", "184-Reshape", "185-Reshape"}
+
+OK = [{**c, **DEVIATIONS.get(c["id"], {})} for c in CASES
+      if "error" not in c and c["id"] not in SIZE_ERRORS]
+ERR = [c for c in CASES if "error" in c or c["id"] in SIZE_ERRORS]
 
 
 @pytest.mark.parametrize("case", OK, ids=lambda c: c["id"])

@@ -1,8 +1,10 @@
 """Reshape, Flatten, expand_dims and squeeze: the input's memory under a new shape.
 
-Reshape follows MXNet 1.9.1's quirks where a graph could observe them: it does not check the
-total size and computes ``-1`` at the position of the ``-1`` in ``shape`` even when ``-2``/``-4``
-shifted the output (``(2, 3, 4)`` with ``(-2, -1)`` gives ``(2, 1, 4, 1)``).
+Reshape checks that the output has the input's number of elements (shape inference raises
+otherwise) and infers ``-1`` at the output dimension it stands for. MXNet 1.9.1 does neither:
+it writes the inferred size at the ``-1``'s position in ``shape`` even when ``-2``/``-4`` shifted
+the output (``(2, 3, 4)`` with ``(-2, -1)`` gives ``(2, 1, 4, 1)``), and binds a graph whose
+reshape has another element count, reading or writing past the input's memory.
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ def reshape_target(shape: tuple[int, ...], dshape: Shape, reverse: bool) -> Shap
     n = len(src)
     out: Dims = []
     si = 0
-    inf_idx = -1
+    inf_idx = -1  # the output dimension the -1 stands for
     i = 0
     while i < len(codes):
         c = codes[i]
@@ -114,7 +116,7 @@ def reshape_target(shape: tuple[int, ...], dshape: Shape, reverse: bool) -> Shap
             out.append(src[si])
             si += 1
         elif c == -1:
-            inf_idx = i
+            inf_idx = len(out)
             out.append(1)
             si += 1
         elif c == -2:
@@ -156,7 +158,8 @@ def reshape_target(shape: tuple[int, ...], dshape: Shape, reverse: bool) -> Shap
             si += 1
         i += 1
     # NOTE: MXNet stores the inferred size at the -1's position in `shape`, not in the output;
-    # after a -2 or -4 these differ, and MXNet (and so nnsym) writes a different dimension.
+    # after a -2 or -4 these differ, and MXNet writes a different dimension (then reads past
+    # the input). nnsym infers the dimension the -1 stands for.
     if inf_idx >= 0:
         size = prod(dshape)
         if size is None:
@@ -169,10 +172,29 @@ def reshape_target(shape: tuple[int, ...], dshape: Shape, reverse: bool) -> Shap
                     f"shape {shape}: cannot infer the -1 dimension of a reshape of "
                     f"{shape_str(dshape)}: the other dimensions have size 0"
                 )
+            if size % rest:
+                raise RuleError(
+                    f"shape {shape}: cannot infer the -1 dimension of a reshape of "
+                    f"{shape_str(dshape)}: its {size} elements are not a whole number of "
+                    f"times {rest}, the size of the other dimensions"
+                )
             value = size // rest
-        if inf_idx < len(out):
-            out[inf_idx] = value
+        out[inf_idx] = value
     return tuple(out[::-1] if reverse else out)
+
+
+def _check_size(p: ReshapeParams, dshape: Shape, oshape: Shape | None) -> None:
+    """The output must hold as many elements as the input (where both are known)."""
+    if oshape is None:
+        return
+    n_in, n_out = prod(dshape), prod(oshape)
+    if n_in is not None and n_out is not None and n_in != n_out:
+        target = f"target_shape {p.target_shape}" if p.target_shape and not p.shape \
+            else f"shape {p.shape}"
+        raise RuleError(
+            f"cannot reshape {shape_str(dshape)} ({n_in} elements) with {target}: the result "
+            f"{shape_str(oshape)} has {n_out} elements"
+        )
 
 
 def _target_shape_path(p: ReshapeParams, dshape: Shape) -> Shape:
@@ -188,6 +210,11 @@ def _target_shape_path(p: ReshapeParams, dshape: Shape) -> Shape:
     if len(zeros) == 1:
         o[zeros[0]] = 1
         size, rest = prod(dshape), prod(o)
+        if size is not None and rest and size % rest:
+            raise RuleError(
+                f"target_shape {p.target_shape}: the input {shape_str(dshape)} ({size} "
+                f"elements) is not a whole number of times {rest}, the other dimensions' size"
+            )
         o[zeros[0]] = None if size is None or rest is None or rest == 0 else size // rest
     return tuple(o)
 
@@ -203,6 +230,11 @@ def _fill_one_unknown(dshape: Shape, out: Shape | None) -> Shape:
     size = prod(out)
     if not rest or size is None:
         return dshape
+    if size % rest:
+        raise RuleError(
+            f"the reshape's output {shape_str(out)} ({size} elements) is not a whole number of "
+            f"times the input's known dimensions {shape_str(dshape)} ({rest} elements)"
+        )
     filled = list(dshape)
     filled[unknown[0]] = size // rest
     return tuple(filled)
@@ -216,6 +248,7 @@ def reshape_shape(p: ReshapeParams, ins: list, outs: list) -> tuple[list, list]:
         oshape = reshape_target(p.shape, dshape, p.reverse)
     else:
         oshape = _target_shape_path(p, dshape)
+    _check_size(p, dshape, oshape)
     dshape = _fill_one_unknown(dshape, oshape)
     try:
         out = merge_shape(oshape, out)
@@ -224,7 +257,9 @@ def reshape_shape(p: ReshapeParams, ins: list, outs: list) -> tuple[list, list]:
             f"Reshape of {shape_str(dshape)} with shape {p.shape} gives {shape_str(oshape)}, "
             f"but the output is {shape_str(out)}"
         ) from None
-    return [_fill_one_unknown(dshape, out)], [out]
+    dshape = _fill_one_unknown(dshape, out)
+    _check_size(p, dshape, out)
+    return [dshape], [out]
 
 
 def _numpy_reshape_target(p: ReshapeParams, shape: tuple[int, ...]) -> tuple[int, ...]:
