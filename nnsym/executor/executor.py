@@ -789,9 +789,13 @@ def _sparse_step(node: Node, ins: list[NDArray], outs: list[NDArray], reqs: tupl
     shapes, dtypes = list(out_shapes), list(out_dtypes)
     ctx = ins[0].context
 
+    where = f"node '{node.name}' ({op.name})"
+    in_names = list(op.input_names(p)) + [str(i) for i in range(len(op.input_names(p)), len(ins))]
+
     def step() -> None:
-        targets = [None if d is None else record(d) for d in direct] if use_direct else []
-        res = dispatch.run(op, p, raw, dec, [record(a) for a in ins], shapes, dtypes, targets,
+        targets = [None if d is None else record(d, where) for d in direct] if use_direct else []
+        recs = [record(a, f"{where} input '{n}'") for a, n in zip(ins, in_names)]
+        res = dispatch.run(op, p, raw, dec, recs, shapes, dtypes, targets,
                            skip)
         for t, r, req in zip(outs, res, reqs):
             if req == "null" or r is None:

@@ -98,10 +98,14 @@ def test_sparse_kernels_under_address_sanitizer(tmp_path):
          str(ROOT / "tests/sparse/test_sparse_safety.py"),
          str(ROOT / "tests/sparse/test_sparse_compute.py"),
          str(ROOT / "tests/sparse/test_sparse_dot_kernels.py"),
-         str(ROOT / "tests/sparse/test_sparse_elemwise_kernels.py")],
+         str(ROOT / "tests/sparse/test_sparse_elemwise_kernels.py"),
+         str(ROOT / "tests/sparse/test_sparse_optim_kernels.py"),
+         str(ROOT / "tests/sparse/test_sparse_executor.py"),
+         str(ROOT / "tests/sparse/test_sparse_registered_ops.py")],
         capture_output=True, text=True, timeout=1800, env=env, cwd=ROOT)
-    reports = "".join(p.read_text() for p in logs.iterdir())
-    assert not reports, reports[-6000:]
+    # (a "failed to allocate" warning for the terabyte requests is not a report)
+    reports = [t for t in (p.read_text() for p in logs.iterdir()) if "ERROR: Address" in t]
+    assert not reports, reports[0][-6000:]
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
 
 

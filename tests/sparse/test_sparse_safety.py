@@ -111,6 +111,9 @@ def test_a_bound_graph_checks_its_sparse_inputs():
     x.indices[1] = 9
     with pytest.raises(StorageTypeError, match="column index 9 at position 1"):
         exe.forward(data=x)
+    exe = mx.sym.dot(data, w, name="d").bind(mx.cpu(), {"data": x, "w": nd.ones((4, 2))})
+    with pytest.raises(StorageTypeError, match="node 'd' \\(dot\\) input 'lhs'"):
+        exe.forward()
     bound = exe.arg_dict["data"]
     bound.indptr[1] = 10**9
     with pytest.raises(StorageTypeError, match="indptr decreases"):
