@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
-from nnsym import model, ndarray, symbol, visualization
-from nnsym.context import Context, cpu, gpu
+from nnsym import (
+    context,
+    initializer,
+    model,
+    ndarray,
+    optimizer,
+    symbol,
+    test_utils,
+    visualization,
+)
+from nnsym.context import Context, cpu, current_context, gpu
 from nnsym.errors import (
     DTypeError,
     FileFormatError,
@@ -17,6 +26,7 @@ from nnsym.errors import (
 sym = symbol
 nd = ndarray
 viz = visualization
+init = initializer
 
 __version__ = "0.1.0"
 
@@ -29,13 +39,19 @@ __all__ = [
     "OperatorParamError",
     "ShapeError",
     "StorageTypeError",
+    "context",
     "cpu",
+    "current_context",
     "gpu",
+    "init",
+    "initializer",
     "model",
     "nd",
     "ndarray",
+    "optimizer",
     "sym",
     "symbol",
+    "test_utils",
     "visualization",
     "viz",
 ]

@@ -1,8 +1,11 @@
-"""Device contexts: ``nnsym.cpu()``, ``nnsym.gpu(i)``."""
+"""Device contexts: ``nnsym.cpu()``, ``nnsym.gpu(i)``; ``with ctx:`` makes ``ctx`` the default
+of array creation in this thread (``current_context()``), as in MXNet."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -20,6 +23,37 @@ class Context:
         return f"{self.device_type}({self.device_id})"
 
     __repr__ = __str__
+
+    @property
+    def device_typeid(self) -> int:
+        """MXNet's device type code: 1 cpu, 2 gpu, 3 cpu_pinned."""
+        return {"cpu": 1, "gpu": 2, "cpu_pinned": 3}[self.device_type]
+
+    def __enter__(self) -> Context:
+        _stack().append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _stack().pop()
+
+    def empty_cache(self) -> None:
+        """Frees cached device memory (gpu contexts, through cupy's pool); nothing on the CPU."""
+
+
+_LOCAL = threading.local()
+
+
+def _stack() -> list[Context]:
+    st: list[Context] | None = getattr(_LOCAL, "stack", None)
+    if st is None:
+        st = _LOCAL.stack = []
+    return st
+
+
+def current_context() -> Context:
+    """The innermost ``with ctx:`` of this thread, else ``cpu(0)``."""
+    st = _stack()
+    return st[-1] if st else Context("cpu", 0)
 
 
 def cpu(device_id: int = 0) -> Context:

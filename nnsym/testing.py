@@ -12,9 +12,18 @@ from nnsym.errors import NNSymError
 from nnsym.ir.graph import Entry, Graph, GraphAttrs, Node, variable
 from nnsym.ir.opdef import DENSE, Example, OpDef
 from nnsym.ir.spec import KernelCall
+from nnsym.ndarray.ndarray import NDArray
+from nnsym.ndarray.ndarray import array as nd_array
 from nnsym.ops import REGISTRY
 from nnsym.passes.infer import infer_shape, infer_type
 from nnsym.runtime.imperative import infer_one
+
+
+def as_nd(a: Any) -> NDArray:
+    """An NDArray of a numpy array in the array's own dtype (``nd.array`` makes float32 of any
+    numpy array, as MXNet does)."""
+    a = np.asarray(a)
+    return nd_array(a, dtype=a.dtype)
 
 
 def make_inputs(op: OpDef, ex: Example, seed: int = 0) -> list[np.ndarray]:

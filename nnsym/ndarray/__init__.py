@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys as _sys
 from typing import Any
 
+from nnsym.ir import fluent as _fluent
 from nnsym.ir.namespace import populate_namespaces as _populate_namespaces
 from nnsym.ndarray import fastcall as _fastcall
 from nnsym.ndarray import sparse_ops as _sparse_ops  # noqa: F401  (installs sparse support)
@@ -18,6 +19,14 @@ globals().update(_functions)
 contrib, _internal, sparse = _subs["contrib"], _subs["_internal"], _subs["sparse"]
 _add_sparse_api(sparse)
 _fastcall.add_namespaces(_sys.modules[__name__], contrib, _internal, sparse)
+_fluent.install(NDArray, _fluent.NDARRAY_FLUENT, _functions, _sys.modules[__name__])
+from nnsym.ndarray.interop import (  # noqa: E402
+    from_dlpack,
+    from_numpy,
+    to_dlpack_for_read,
+    to_dlpack_for_write,
+    waitall,
+)
 from nnsym.ndarray.io import load, load_frombuffer, save, save_tobuffer  # noqa: E402
 from nnsym.ndarray.optim_ops import (  # noqa: E402
     adagrad_update,
@@ -44,6 +53,8 @@ __all__ = [
     "cast_storage",
     "contrib",
     "empty",
+    "from_dlpack",
+    "from_numpy",
     "full",
     "invoke",
     "load",
@@ -54,5 +65,8 @@ __all__ = [
     "sgd_mom_update",
     "sgd_update",
     "sparse",
+    "to_dlpack_for_read",
+    "to_dlpack_for_write",
+    "waitall",
     "zeros",
 ]

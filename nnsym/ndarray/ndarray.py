@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from nnsym.context import Context, cpu
+from nnsym.context import Context, cpu, current_context
 from nnsym.cuda.runtime import NoCudaKernelError, backend, run_launches
 from nnsym.errors import DTypeError, NNSymError, ShapeError
 from nnsym.ir.opdef import DENSE, OpDef, get_op
@@ -138,6 +138,42 @@ class NDArray:
 
     def as_in_context(self, ctx: Context) -> NDArray:
         return self if ctx == self._ctx else self.copyto(ctx)
+
+    # ------------------------------------------------------------------ MXNet's extra methods
+    @property
+    def writable(self) -> bool:
+        """Whether the array can be written (always, as MXNet's NDArrays)."""
+        return True
+
+    def slice_assign(self, rhs: Any, begin: Sequence[Any], end: Sequence[Any],
+                     step: Sequence[Any]) -> NDArray:
+        """``self[begin:end:step] = rhs`` in place (per axis; None for the default), as
+        MXNet's ``_slice_assign``; returns self."""
+        self[_slices(self.shape, begin, end, step)] = rhs
+        return self
+
+    def slice_assign_scalar(self, value: float, begin: Sequence[Any], end: Sequence[Any],
+                            step: Sequence[Any]) -> NDArray:
+        """``self[begin:end:step] = value`` in place; returns self."""
+        self[_slices(self.shape, begin, end, step)] = float(value)
+        return self
+
+    def to_dlpack_for_read(self) -> Any:
+        """A DLPack capsule sharing this array's memory (a classic ``dltensor`` capsule, which
+        every DLPack consumer reads)."""
+        return self._data.__dlpack__()
+
+    def to_dlpack_for_write(self) -> Any:
+        """A DLPack capsule sharing this array's memory that consumers may write (a DLPack 1.0
+        ``dltensor_versioned`` capsule: classic capsules carry no write permission, and numpy
+        imports them read-only)."""
+        return self._data.__dlpack__(max_version=(1, 0))
+
+    def __dlpack__(self, stream: Any = None) -> Any:
+        return self._data.__dlpack__()
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self._data.__dlpack_device__()  # type: ignore[no-any-return]
 
     def astype(self, dtype: Any, copy: bool = True) -> NDArray:
         dt = dtype_of(dtype)
@@ -297,6 +333,16 @@ def _sparse() -> SparseSupport:
     return _SPARSE[0]
 
 
+def _slices(shape: tuple[int, ...], begin: Sequence[Any], end: Sequence[Any],
+            step: Sequence[Any]) -> tuple[slice, ...]:
+    """MXNet's (begin, end, step) per leading axis as a tuple of slices."""
+    if len(begin) != len(end) or len(begin) > len(shape) or (step and len(step) != len(begin)):
+        raise ShapeError(f"slice: begin {tuple(begin)}, end {tuple(end)} and step "
+                         f"{tuple(step)} do not fit shape {shape}")
+    steps = list(step) if step else [None] * len(begin)
+    return tuple(slice(b, e, s) for b, e, s in zip(begin, end, steps))
+
+
 def _index_key(key: Any) -> Any:
     if isinstance(key, NDArray):
         raise NNSymError("advanced indexing with an NDArray is not supported; use basic slices")
@@ -308,8 +354,9 @@ def _index_key(key: Any) -> Any:
 
 
 def array(source: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray:
-    """An NDArray from a numpy array, an NDArray or a (nested) sequence. The default dtype is
-    the source's for numpy arrays and NDArrays, float32 otherwise (as in MXNet)."""
+    """An NDArray from an NDArray, a numpy array or a (nested) sequence. The default dtype is
+    the source's for an NDArray and float32 for anything else, numpy arrays of any dtype
+    included (as in MXNet 1.x: ``nd.array(np.arange(3))`` is float32)."""
     if type(source) is not NDArray and (isinstance(source, NDArray) or
                                         type(source).__module__.startswith("scipy.sparse")):
         return _sparse().array(source, ctx, dtype)
@@ -318,7 +365,7 @@ def array(source: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray
         dt = dtype_of(dtype) if dtype is not None else src.dtype
     elif isinstance(source, np.ndarray):
         src = source
-        dt = dtype_of(dtype) if dtype is not None else dtype_of(source.dtype)
+        dt = dtype_of(dtype) if dtype is not None else np.dtype(np.float32)
     else:
         dt = dtype_of(dtype) if dtype is not None else np.dtype(np.float32)
         try:
@@ -358,8 +405,11 @@ def allocate(make: Any, shape: tuple[int, ...], dtype: np.dtype, *args: Any) -> 
 
 
 def _on(data: np.ndarray, ctx: Context | None) -> NDArray:
-    """A new array holding ``data`` on ``ctx`` (uploaded where ctx is a gpu)."""
-    if ctx is not None and ctx.device_type == "gpu":
+    """A new array holding ``data`` on ``ctx`` (by default the current context, ``with ctx:``;
+    uploaded where it is a gpu)."""
+    if ctx is None:
+        ctx = current_context()
+    if ctx.device_type == "gpu":
         return to_gpu(data, ctx)
     return NDArray(data, ctx)
 

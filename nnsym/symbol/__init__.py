@@ -7,9 +7,11 @@ Every registered operator name and alias becomes a function here; names starting
 
 from __future__ import annotations
 
+import sys as _sys
 from typing import Any
 
 from nnsym import ops as _ops
+from nnsym.ir import fluent as _fluent
 from nnsym.ir.namespace import populate_namespaces as _populate_namespaces
 from nnsym.symbol.json_io import load, load_json
 from nnsym.symbol.naming import AttrScope, NameManager, Prefix
@@ -19,6 +21,7 @@ from nnsym.symbol.symbol import Group, Symbol, Variable, var
 _functions, _subs = _populate_namespaces("nnsym.symbol", _make_function)
 globals().update(_functions)
 contrib, _internal, sparse = _subs["contrib"], _subs["_internal"], _subs["sparse"]
+_fluent.install(Symbol, _fluent.SYMBOL_FLUENT, _functions, _sys.modules[__name__])
 
 
 def __getattr__(name: str) -> Any:

@@ -12,6 +12,7 @@ import pytest
 from nnsym import nd, sym
 from nnsym.errors import NNSymError, OperatorParamError, ShapeError
 from nnsym.executor.executor import BindError
+from nnsym.testing import as_nd
 
 EVIDENCE = Path(__file__).resolve().parents[1] / "golden" / "evidence"
 
@@ -115,13 +116,13 @@ def test_in_place_chain_gives_right_values():
     x = sym.Variable("x")
     y = sym.sigmoid(sym.tanh(sym.exp(x, name="e"), name="t"), name="s")
     a = np.random.default_rng(5).standard_normal((3, 4))
-    inference = y.bind(None, {"x": nd.array(a)}, grad_req="null")
+    inference = y.bind(None, {"x": as_nd(a)}, grad_req="null")
     assert len(inference.plan.block_bytes) == 1  # t and s run in place on e's block
     np.testing.assert_allclose(inference.forward()[0].asnumpy(),
                                1 / (1 + np.exp(-np.tanh(np.exp(a)))), rtol=1e-12)
     # With gradients every forward output is read by backward: no sharing in forward, and
     # the backward chain runs in place on the head gradient's copy.
-    exe = y.bind(None, {"x": nd.array(a)}, args_grad={"x": nd.zeros((3, 4), dtype="float64")})
+    exe = y.bind(None, {"x": as_nd(a)}, args_grad={"x": nd.zeros((3, 4), dtype="float64")})
     assert len(exe.plan.block_bytes) == 4
     out = exe.forward()[0].asnumpy()
     np.testing.assert_allclose(out, 1 / (1 + np.exp(-np.tanh(np.exp(a)))), rtol=1e-12)
@@ -149,7 +150,7 @@ def test_fan_out_sums_gradients_and_blockgrad_gives_zero():
     y = sym.elemwise_mul(x, x) + sym.BlockGrad(w) * 3.0 + sym.sin(x)
     a, b = np.array([0.5, -1.0, 2.0]), np.array([1.0, 2.0, 3.0])
     grads = {"x": nd.zeros(3, dtype="float64"), "w": nd.ones(3, dtype="float64")}
-    exe = y.bind(None, {"x": nd.array(a), "w": nd.array(b)}, args_grad=grads)
+    exe = y.bind(None, {"x": as_nd(a), "w": as_nd(b)}, args_grad=grads)
     exe.forward()
     exe.backward(nd.ones(3, dtype="float64"))
     np.testing.assert_allclose(grads["x"].asnumpy(), 2 * a + np.cos(a), rtol=1e-12)
@@ -239,14 +240,14 @@ def test_dropout_trains_with_fresh_masks_and_is_the_identity_at_inference():
     y = sym.Dropout(x, p=0.5, name="dp")
     a = np.random.default_rng(7).uniform(1, 2, (64, 32))
     grads = {"x": nd.zeros(a.shape, dtype="float64")}
-    exe = y.bind(None, {"x": nd.array(a)}, args_grad=grads)
+    exe = y.bind(None, {"x": as_nd(a)}, args_grad=grads)
     np.testing.assert_array_equal(exe.forward(is_train=False)[0].asnumpy(), a)
     out1 = exe.forward(is_train=True)[0].asnumpy().copy()
     ratio = out1 / a
     assert set(np.unique(ratio)) <= {0.0, 2.0}
     assert 0.4 < (ratio == 0).mean() < 0.6
     head = np.random.default_rng(8).standard_normal(a.shape)
-    exe.backward(nd.array(head))
+    exe.backward(as_nd(head))
     np.testing.assert_allclose(grads["x"].asnumpy(), head * ratio, rtol=1e-15)
     out2 = exe.forward(is_train=True)[0].asnumpy()
     assert (out2 != out1).any()  # a new mask every training run
@@ -278,7 +279,7 @@ def test_batch_norm_training_forward_backward_and_moving_statistics(fix_gamma):
     # moving statistics move in backward, not in forward (MXNet 1.x)
     np.testing.assert_array_equal(exe.aux_dict["bn_moving_mean"].asnumpy(), mm0)
     head = rng.standard_normal(x.shape)
-    exe.backward(nd.array(head))
+    exe.backward(as_nd(head))
     m = float(np.float32(0.8))  # MXNet's momentum is a C float
     np.testing.assert_allclose(exe.aux_dict["bn_moving_mean"].asnumpy(),
                                mm0 * m + mu * (1 - m), rtol=1e-12)
@@ -437,7 +438,7 @@ def test_rrelu_trains_with_random_slopes_and_its_gradient_uses_them():
     y = sym.LeakyReLU(x, act_type="rrelu", lower_bound=0.1, upper_bound=0.3, name="rr")
     a = np.random.default_rng(14).uniform(-2, 2, (50, 40))
     grads = {"x": nd.zeros(a.shape, dtype="float64")}
-    exe = y.bind(None, {"x": nd.array(a)}, args_grad=grads)
+    exe = y.bind(None, {"x": as_nd(a)}, args_grad=grads)
     inference = exe.forward(is_train=False)[0].asnumpy()
     np.testing.assert_allclose(inference, np.where(a > 0, a, 0.2 * a), rtol=1e-15)
     out = exe.forward(is_train=True)[0].asnumpy().copy()
@@ -446,7 +447,7 @@ def test_rrelu_trains_with_random_slopes_and_its_gradient_uses_them():
     assert slopes.min() >= 0.1 and slopes.max() <= 0.3 and slopes.std() > 0.04
     np.testing.assert_array_equal(out[~neg], a[~neg])
     head = np.random.default_rng(15).standard_normal(a.shape)
-    exe.backward([nd.array(head), nd.zeros(a.shape, dtype="float64")])  # the mask is an output
+    exe.backward([as_nd(head), nd.zeros(a.shape, dtype="float64")])  # the mask is an output
     want = np.where(a > 0, head, 0.0)
     want[neg] = head[neg] * slopes
     np.testing.assert_allclose(grads["x"].asnumpy(), want, rtol=1e-12)

@@ -15,6 +15,7 @@ import pytest
 from nnsym import nd
 from nnsym.codegen import compiler
 from nnsym.ndarray import fastcall
+from nnsym.testing import as_nd
 
 pytestmark = pytest.mark.skipif(fastcall.module() is None, reason="no C fast path here")
 
@@ -30,11 +31,11 @@ def test_repeat_calls_run_the_registered_kernel_and_match_numpy(name, ref, dtype
     rtol = 1e-6 if dtype == "float32" else 1e-15
     rng = np.random.default_rng(1)
     x = rng.standard_normal((3, 5)).astype(dtype)
-    first = fn(nd.array(x))
+    first = fn(as_nd(x))
     assert fn.count() == 1  # registered by the first (Python) call
     for _ in range(3):
         y = rng.standard_normal((3, 5)).astype(dtype)
-        got = fn(nd.array(y))
+        got = fn(as_nd(y))
         assert isinstance(got, nd.NDArray) and got.shape == (3, 5) and got.dtype == np.dtype(dtype)
         np.testing.assert_allclose(got.asnumpy(), ref(y), rtol=rtol)
     np.testing.assert_allclose(first.asnumpy(), ref(x), rtol=rtol)
@@ -43,13 +44,13 @@ def test_repeat_calls_run_the_registered_kernel_and_match_numpy(name, ref, dtype
 def test_other_signatures_go_to_python_and_are_registered_in_turn():
     nd.elemwise_add.clear()
     a, b = np.arange(6, dtype=np.float32), np.ones(6, np.float32)
-    np.testing.assert_array_equal(nd.elemwise_add(nd.array(a), nd.array(b)).asnumpy(), a + b)
+    np.testing.assert_array_equal(nd.elemwise_add(as_nd(a), as_nd(b)).asnumpy(), a + b)
     # another shape, another dtype, more signatures than the table holds: all correct
     for n in range(1, 12):
         for dt in ("float32", "int32"):
             p, q = np.arange(n).astype(dt), np.full(n, 3).astype(dt)
             for _ in range(2):
-                got = nd.elemwise_add(nd.array(p), nd.array(q)).asnumpy()
+                got = nd.elemwise_add(as_nd(p), as_nd(q)).asnumpy()
                 assert got.dtype == np.dtype(dt)
                 np.testing.assert_array_equal(got, p + q)
     assert 1 <= nd.elemwise_add.count() <= 8

@@ -23,6 +23,7 @@ from nnsym.ops.conv.conv import (
     convolution_backward_lowering,
     convolution_lowering,
 )
+from nnsym.testing import as_nd
 
 CONV = REGISTRY["Convolution"]
 FFI = compiler.FFI
@@ -216,14 +217,14 @@ def test_routed_through_nd_and_executor(monkeypatch):
               "pad": (1, 1)}
 
     def run() -> list[np.ndarray]:
-        y = nd.Convolution(nd.array(x), nd.array(w), nd.array(b), **params).asnumpy()
+        y = nd.Convolution(as_nd(x), as_nd(w), as_nd(b), **params).asnumpy()
         s = sym.Convolution(sym.var("x"), sym.var("w"), sym.var("b"), name="c", **params)
-        exe = s.bind(None, args={"x": nd.array(x), "w": nd.array(w), "b": nd.array(b)},
+        exe = s.bind(None, args={"x": as_nd(x), "w": as_nd(w), "b": as_nd(b)},
                      args_grad={"x": nd.zeros(x.shape, dtype="float64"),
                                 "w": nd.zeros(w.shape, dtype="float64"),
                                 "b": nd.zeros(b.shape, dtype="float64")})
         exe.forward(is_train=True)
-        exe.backward(nd.array(head))
+        exe.backward(as_nd(head))
         return [y, exe.outputs[0].asnumpy()] + [exe.grad_dict[k].asnumpy() for k in "xwb"]
 
     want = run()

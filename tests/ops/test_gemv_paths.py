@@ -9,6 +9,7 @@ import pytest
 from nnsym import nd
 from nnsym.ops import REGISTRY
 from nnsym.runtime.imperative import run_op
+from nnsym.testing import as_nd
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -21,7 +22,7 @@ def test_single_row_or_column_products(dtype, ta, tb, m, k, n):
     b = rng.standard_normal((n, k) if tb else (k, n)).astype(dtype)
     want = (a.T if ta else a) @ (b.T if tb else b)
     rtol = 1e-5 if dtype == "float32" else 1e-12
-    got = nd.dot(nd.array(a), nd.array(b), transpose_a=ta, transpose_b=tb).asnumpy()
+    got = nd.dot(as_nd(a), as_nd(b), transpose_a=ta, transpose_b=tb).asnumpy()
     np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol)
     start = rng.standard_normal(want.shape).astype(dtype)
     acc = run_op(REGISTRY["dot"], {"transpose_a": ta, "transpose_b": tb}, [a, b], req="add",
@@ -34,7 +35,7 @@ def test_fully_connected_at_batch_one():
     x = rng.standard_normal((1, 30)).astype(np.float32)
     w = rng.standard_normal((20, 30)).astype(np.float32)
     b = rng.standard_normal(20).astype(np.float32)
-    got = nd.FullyConnected(nd.array(x), nd.array(w), nd.array(b), num_hidden=20).asnumpy()
+    got = nd.FullyConnected(as_nd(x), as_nd(w), as_nd(b), num_hidden=20).asnumpy()
     np.testing.assert_allclose(got, x @ w.T + b, rtol=1e-5, atol=1e-5)
 
 
@@ -62,8 +63,8 @@ def test_large_products_split_over_threads(threads, dtype, m, k, n):
     got = {}
     for t in (1, 2, 3):
         threads.set_num_threads(t)
-        out = nd.array(np.full(want.shape, np.nan, dtype))
-        nd.dot(nd.array(a), nd.array(b), transpose_b=True, out=out)
+        out = nd.array(np.full(want.shape, np.nan, dtype), dtype=dtype)
+        nd.dot(as_nd(a), as_nd(b), transpose_b=True, out=out)
         got[t] = out.asnumpy()
         np.testing.assert_allclose(got[t], want, rtol=rtol, atol=rtol * np.sqrt(k))
     assert np.array_equal(got[1], got[2]) and np.array_equal(got[1], got[3])

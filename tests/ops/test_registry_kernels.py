@@ -9,7 +9,7 @@ import pytest
 from nnsym import nd
 from nnsym.ir.opdef import DENSE
 from nnsym.ops import REGISTRY
-from nnsym.testing import make_inputs, reference_outputs
+from nnsym.testing import as_nd, make_inputs, reference_outputs
 
 OPS = sorted(REGISTRY.values(), key=lambda op: op.name)
 CASES = [pytest.param(op, ex, id=f"{op.name}-{ex}") for op in OPS for ex in op.examples]
@@ -28,7 +28,8 @@ def test_imperative_call_matches_reference(op, ex):
     params, _ = op.parse_params(ex.params)
     inputs = make_inputs(op, ex)
     want = reference_outputs(op, params, inputs)[: op.num_visible(params)]
-    got = getattr(nd, op.name)(*[nd.array(a) for a in inputs], **dict(ex.params))
+    got = getattr(nd, op.name)(*[as_nd(a) for a in inputs],
+                               **dict(ex.params))
     got = got if isinstance(got, list) else [got]
     assert len(got) == len(want)
     for g, w in zip(got, want):

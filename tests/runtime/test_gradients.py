@@ -10,7 +10,7 @@ import pytest
 from nnsym import nd, sym
 from nnsym.ops import REGISTRY
 from nnsym.test_utils import check_numeric_gradient
-from nnsym.testing import make_inputs
+from nnsym.testing import as_nd, make_inputs
 
 DIFFERENTIABLE = sorted(
     (op for op in REGISTRY.values()
@@ -71,15 +71,15 @@ def test_backward_matches_finite_differences(op, ex):
 def test_grad_req_add_accumulates_and_null_leaves_untouched(op, ex):
     s, loc, wrt, aux = _symbol(op, ex)
     names = list(loc)
-    args = {k: nd.array(v) for k, v in loc.items()}
+    args = {k: as_nd(v) for k, v in loc.items()}
     rng = np.random.default_rng(1)
     start = {k: rng.standard_normal(v.shape) for k, v in loc.items()}
-    grads = {k: nd.array(start[k]) for k in names}
+    grads = {k: as_nd(start[k]) for k in names}
     reqs = {k: ("add" if k in wrt else "null") for k in names}
     exe = s.bind(None, args, args_grad=grads, grad_req=reqs,
-                 aux_states={k: nd.array(v) for k, v in aux.items()} or None)
+                 aux_states={k: as_nd(v) for k, v in aux.items()} or None)
     outs = exe.forward()
-    head = [nd.array(rng.standard_normal(o.shape)) for o in outs]
+    head = [nd.array(rng.standard_normal(o.shape), dtype=o.dtype) for o in outs]
     exe.backward(head)
     once = {k: grads[k].asnumpy() - start[k] for k in wrt}
     exe.backward(head)

@@ -9,6 +9,7 @@ import pytest
 
 from nnsym import nd, optimizer
 from nnsym.errors import StorageTypeError
+from nnsym.testing import as_nd
 
 
 def rsp_grad():
@@ -38,7 +39,7 @@ def _changed(before, after):
 def test_lazy_updates_touch_only_gradient_rows(name, lazy, rows, wstype):
     rng = np.random.default_rng(0)
     w0 = rng.standard_normal((4, 2)).astype(np.float32)
-    w = nd.array(w0).tostype(wstype)
+    w = as_nd(w0).tostype(wstype)
     states = [nd.array(rng.random((4, 2)).astype(np.float32)).tostype(wstype)
               for _ in range({"sgd": 0, "sgd_mom": 1, "adam": 2}[name])]
     kw = {"lr": 0.1, "wd": 0.1, "lazy_update": lazy}
@@ -57,15 +58,15 @@ def test_dense_formulas_match_numpy():
     w0, g0, m0 = (rng.standard_normal((5, 3)) for _ in range(3))
     v0 = rng.random((5, 3))
     lr, wd, mom, rs, clip = 0.1, 0.01, 0.9, 0.5, 0.3
-    w, m = nd.array(w0), nd.array(m0)
-    nd.sgd_mom_update(w, nd.array(g0), m, lr=lr, momentum=mom, wd=wd, rescale_grad=rs,
+    w, m = as_nd(w0), as_nd(m0)
+    nd.sgd_mom_update(w, as_nd(g0), m, lr=lr, momentum=mom, wd=wd, rescale_grad=rs,
                       clip_gradient=clip)
     gc = np.clip(rs * g0, -clip, clip)
     m_want = mom * m0 - lr * wd * w0 - lr * gc
     np.testing.assert_allclose(m.asnumpy(), m_want, rtol=1e-12)
     np.testing.assert_allclose(w.asnumpy(), w0 + m_want, rtol=1e-12)
-    w, m, v = nd.array(w0), nd.array(m0), nd.array(v0)
-    nd.adam_update(w, nd.array(g0), m, v, lr=lr, wd=wd, rescale_grad=rs)
+    w, m, v = as_nd(w0), as_nd(m0), as_nd(v0)
+    nd.adam_update(w, as_nd(g0), m, v, lr=lr, wd=wd, rescale_grad=rs)
     g = rs * g0 + wd * w0
     mw, vw = 0.9 * m0 + 0.1 * g, 0.999 * v0 + 0.001 * g * g
     np.testing.assert_allclose(w.asnumpy(), w0 - lr * mw / (np.sqrt(vw) + 1e-8), rtol=1e-10)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from nnsym import nd
 from nnsym.ops.common.stype import StorageFallbackWarning
+from nnsym.testing import as_nd
 
 SPARSE = ("csr", "row_sparse", "default")
 
@@ -71,30 +72,30 @@ def test_sparse_dot_products(backend, density, dtype):
     w = rng.standard_normal((5, 3)).astype(dtype)
     v = rng.standard_normal((7, 3)).astype(dtype)
     u = rng.standard_normal((4, 7)).astype(dtype)
-    c = nd.array(x).tostype("csr")
+    c = as_nd(x).tostype("csr")
     tol = 1e-5 if dtype == "float32" else 1e-12
-    y = nd.dot(c, nd.array(w))
+    y = nd.dot(c, as_nd(w))
     assert y.stype == "default"
     np.testing.assert_allclose(y.asnumpy(), x @ w, rtol=tol, atol=tol)
     o = nd.zeros((7, 3), dtype=dtype)
     buf = o._data
-    assert nd.dot(c, nd.array(w), out=o) is o and o._data is buf
+    assert nd.dot(c, as_nd(w), out=o) is o and o._data is buf
     np.testing.assert_allclose(o.asnumpy(), x @ w, rtol=tol, atol=tol)
-    g = nd.dot(c, nd.array(v), transpose_a=True)
+    g = nd.dot(c, as_nd(v), transpose_a=True)
     assert g.stype == "row_sparse"
     np.testing.assert_allclose(g.asnumpy(), x.T @ v, rtol=tol, atol=tol)
     assert set(g.indices.asnumpy()) == set(np.flatnonzero((x != 0).any(axis=0)))
-    z = nd.dot(nd.array(u), c)
+    z = nd.dot(as_nd(u), c)
     assert z.stype == "csr"
     np.testing.assert_allclose(z.asnumpy(), u @ x, rtol=tol, atol=tol)
-    wr = nd.array(w).tostype("row_sparse")
+    wr = as_nd(w).tostype("row_sparse")
     np.testing.assert_allclose(nd.dot(c, wr).asnumpy(), x @ w, rtol=tol, atol=tol)
 
 
 def test_csr_sums_and_add_n(backend):
     rng = np.random.default_rng(4)
     x = _dense(rng, (6, 5), 0.3, "float64")
-    c = nd.array(x).tostype("csr")
+    c = as_nd(x).tostype("csr")
     for axis in (0, 1):
         s = nd.sum(c, axis=axis)
         assert s.stype == "default"
@@ -102,7 +103,7 @@ def test_csr_sums_and_add_n(backend):
     np.testing.assert_allclose(nd.sum(c, axis=1, keepdims=True).asnumpy(),
                                x.sum(axis=1, keepdims=True), rtol=1e-12)
     parts = [_dense(rng, (6, 2), d, "float32") for d in (0.0, 0.4, 1.0)]
-    tot = nd.add_n(*[nd.array(p).tostype("row_sparse") for p in parts])
+    tot = nd.add_n(*[as_nd(p).tostype("row_sparse") for p in parts])
     assert tot.stype == "row_sparse"
     np.testing.assert_allclose(tot.asnumpy(), sum(parts), rtol=1e-6)
 
@@ -118,13 +119,13 @@ def test_quadratic_backward_on_sparse_gradients(stype, dg, dx, dtype, seed):
     rng = np.random.default_rng(seed)
     shape = (int(rng.integers(0, 6)), int(rng.integers(1, 5)))
     g, x = _dense(rng, shape, dg, dtype), _dense(rng, shape, dx, dtype)
-    got = nd._backward__contrib_quadratic(nd.array(g).tostype(stype), nd.array(x).tostype(stype),
+    got = nd._backward__contrib_quadratic(as_nd(g).tostype(stype), as_nd(x).tostype(stype),
                                           a=1.5, b=-2.0)
     assert got.stype == stype
     got.check_format()
     np.testing.assert_allclose(got.asnumpy(), g * (3.0 * x - 2.0), rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(got.indices.asnumpy(),
-                                  nd.array(g).tostype(stype).indices.asnumpy())
+                                  as_nd(g).tostype(stype).indices.asnumpy())
 
 
 def test_backward_with_dense_gradient_where_zero_is_not_kept():

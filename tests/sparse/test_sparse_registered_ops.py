@@ -24,7 +24,7 @@ from nnsym.ndarray.sparse_ops import invoke_sparse
 from nnsym.ops import get_op
 from nnsym.ops.common.stype import StorageFallbackWarning, infer_storage
 from nnsym.runtime.imperative import run_op
-from nnsym.testing import infer_node
+from nnsym.testing import as_nd, infer_node
 from nnsym.types import SType
 
 STYPES = ("default", "row_sparse", "csr")
@@ -100,9 +100,9 @@ def test_cast_storage_row_sparse_of_more_dimensions(dst):
     a = _dense(rng, (6, 2, 3), 0.4, np.float64, 0.5)
     if dst == "csr":
         with pytest.raises(ShapeError, match="2-D"):
-            nd.cast_storage(nd.array(a), "csr")
+            nd.cast_storage(as_nd(a), "csr")
         return
-    y = nd.cast_storage(nd.array(a).tostype("row_sparse"), dst)
+    y = nd.cast_storage(as_nd(a).tostype("row_sparse"), dst)
     assert y.stype == dst
     np.testing.assert_array_equal(y.asnumpy(), a)
 
@@ -110,11 +110,11 @@ def test_cast_storage_row_sparse_of_more_dimensions(dst):
 def test_cast_storage_out_argument_and_sparse_namespace():
     a = np.array([[0, 1.5, 0], [0, 0, 0], [2, 0, -3]], np.float32)
     out = nd.zeros((3, 3))
-    res = nd.cast_storage(nd.array(a).tostype("csr"), stype="default", out=out)
+    res = nd.cast_storage(as_nd(a).tostype("csr"), stype="default", out=out)
     assert res is out
     np.testing.assert_array_equal(out.asnumpy(), a)
     assert nd.sparse.cast_storage is nd.cast_storage
-    assert nd.sparse.cast_storage(nd.array(a), "row_sparse").stype == "row_sparse"
+    assert nd.sparse.cast_storage(as_nd(a), "row_sparse").stype == "row_sparse"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -160,11 +160,11 @@ def test_retain_matches_numpy(backend, density, row_density, dtype, idx_dtype, r
 
 def test_retain_float_ids_truncate_and_index_shape_is_free():
     a = np.arange(1, 13, dtype=np.float32).reshape(6, 2)
-    x = nd.array(a).tostype("row_sparse")
+    x = as_nd(a).tostype("row_sparse")
     y = nd.sparse.retain(x, nd.array([[2.7, -0.5], [np.nan, 5.99]]))
     np.testing.assert_array_equal(y.indices.asnumpy(), [0, 2, 5])
     np.testing.assert_array_equal(y.data.asnumpy(), a[[0, 2, 5]])
-    d = nd.sparse.retain(nd.array(a), nd.array([[2.7, -0.5], [np.nan, 5.99]]))
+    d = nd.sparse.retain(as_nd(a), nd.array([[2.7, -0.5], [np.nan, 5.99]]))
     np.testing.assert_array_equal(d.asnumpy()[[0, 2, 5]], a[[0, 2, 5]])
     assert d.asnumpy()[[1, 3, 4]].sum() == 0
 
@@ -219,8 +219,8 @@ def test_square_sum_sums_in_double_and_integer_data():
     # float32 squares summed in double then rounded once: 1 + 3 * 2**-13 squared terms
     a = np.array([[1.0, 2.0**-12, 2.0**-12, 2.0**-12]], np.float32)
     want = np.float32(1.0 + 3 * 2.0**-24)
-    assert nd._square_sum(nd.array(a), axis=1).asnumpy()[0] == want
-    assert nd.sparse.square_sum(nd.array(a).tostype("row_sparse"), axis=1).asnumpy()[0] == want
+    assert nd._square_sum(as_nd(a), axis=1).asnumpy()[0] == want
+    assert nd.sparse.square_sum(as_nd(a).tostype("row_sparse"), axis=1).asnumpy()[0] == want
     b = np.array([[1, -2, 3], [0, 0, 0], [4, 5, -6]], np.int32)
     for x in (nd.array(b, dtype="int32"), nd.array(b, dtype="int32").tostype("row_sparse")):
         np.testing.assert_array_equal(nd._square_sum(x, axis=0).asnumpy(), [17, 29, 45])
@@ -417,7 +417,7 @@ def test_executor_runs_cast_storage_to_csr():
     assert out.stype == "csr"
     np.testing.assert_array_equal(out.asnumpy(), a)
     head = np.arange(9, dtype=np.float32).reshape(3, 3)
-    exe.backward([nd.array(head)])
+    exe.backward([as_nd(head)])
     np.testing.assert_array_equal(exe.grad_dict["x"].asnumpy(), head)  # identity gradient
 
 
@@ -429,12 +429,12 @@ def test_executor_retain_gives_row_sparse_gradient():
     exe = net.simple_bind(x=(6, 3), i=(4,), stype_dict={"x": "row_sparse"},
                           type_dict={"i": "int64"}, grad_req={"x": "write", "i": "null"})
     ids = np.array([4, 1, 0, 4])
-    out = exe.forward(is_train=True, x=nd.array(a).tostype("row_sparse"),
+    out = exe.forward(is_train=True, x=as_nd(a).tostype("row_sparse"),
                       i=nd.array(ids, dtype="int64"))[0]
     want, rows = _retain_want(a, ids)
     np.testing.assert_array_equal(out.asnumpy(), want)
     head = rng.standard_normal((6, 3)).astype(np.float32)
-    exe.backward([nd.array(head)])
+    exe.backward([as_nd(head)])
     g = exe.grad_dict["x"]
     assert g.stype == "row_sparse"
     want_g = np.zeros_like(head)
@@ -470,7 +470,7 @@ def test_backward_operators_imperatively():
     rng = np.random.default_rng(8)
     g = rng.standard_normal((6, 2)).astype(np.float32)
     op = get_op("_backward_sparse_retain")
-    for ograd in (nd.array(g), nd.array(g).tostype("row_sparse")):
+    for ograd in (as_nd(g), as_nd(g).tostype("row_sparse")):
         res = invoke_sparse(op, [ograd, nd.array([5, 2, 2, 9])], {})[0]
         assert res.stype == "row_sparse"
         np.testing.assert_array_equal(res.indices.asnumpy(), [2, 5])
@@ -543,7 +543,7 @@ def test_gradients_recorded_from_mxnet():
     # row_sparse gradient [[1, 2], [3, 4], 0, 0, [9, 10], 0] (row 1 included: it is listed)
     g = np.arange(12, dtype=np.float32).reshape(6, 2) + 1
     res = invoke_sparse(get_op("_backward_sparse_retain"),
-                        [nd.array(g), nd.array([4, 1, 0, 4], dtype="int64")], {})[0]
+                        [as_nd(g), nd.array([4, 1, 0, 4], dtype="int64")], {})[0]
     np.testing.assert_array_equal(res.asnumpy(),
                                   [[1, 2], [3, 4], [0, 0], [0, 0], [9, 10], [0, 0]])
     # _square_sum(axis=1, keepdims=True).backward(arange(6).reshape(6, 1) + 1) and
@@ -554,7 +554,7 @@ def test_gradients_recorded_from_mxnet():
         ({"axis": 0}, np.array([10, 100], np.float32),
          [[20, 400], [0, 0], [60, -800], [0, 0], [100, 1200], [0, 0]]),
     ]:
-        res = invoke_sparse(get_op("_backward_square_sum"), [nd.array(head), _mx_rsp()],
+        res = invoke_sparse(get_op("_backward_square_sum"), [as_nd(head), _mx_rsp()],
                             params)[0]
         assert res.stype == "row_sparse"
         np.testing.assert_array_equal(res.indices.asnumpy(), [0, 2, 4])
@@ -599,7 +599,7 @@ def test_storage_errors(monkeypatch):
     # csr data has no retain / square_sum kernel: the dense computation by fallback (MXNet
     # refuses), with the fallback warning, or an error in strict mode
     a = np.array([[1, 0], [0, 2], [3, 0]], np.float32)
-    c = nd.array(a).tostype("csr")
+    c = as_nd(a).tostype("csr")
     with pytest.warns(StorageFallbackWarning):
         y = nd.sparse.retain(c, nd.array([2, 1]))
     np.testing.assert_array_equal(y.asnumpy(), [[0, 0], [0, 2], [3, 0]])
@@ -610,7 +610,7 @@ def test_storage_errors(monkeypatch):
         nd.sparse.retain(c, nd.array([2, 1]))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no fallback for the supported pairs
-        nd.sparse.square_sum(nd.array(a).tostype("row_sparse"), axis=1)
+        nd.sparse.square_sum(as_nd(a).tostype("row_sparse"), axis=1)
         nd.cast_storage(c, "row_sparse")
 
 

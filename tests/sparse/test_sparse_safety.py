@@ -18,6 +18,7 @@ from nnsym import nd
 from nnsym.errors import ShapeError, StorageTypeError
 from nnsym.ops.common import sparse as common_sparse
 from nnsym.ops.dot import csr as dot_csr
+from nnsym.testing import as_nd
 
 BROKEN = "changed through .indices/.indptr"
 
@@ -223,7 +224,7 @@ def test_csr_t_dot_with_far_more_columns_than_entries():
     x = nd.sparse.csr_matrix((np.array([2.0, 5.0], np.float32),
                               (np.array([1, 2]), np.array([cols - 5, 7]))), shape=(3, cols))
     rhs = np.arange(6, dtype=np.float32).reshape(3, 2)
-    r = nd.dot(x, nd.array(rhs), transpose_a=True)
+    r = nd.dot(x, as_nd(rhs), transpose_a=True)
     assert r.stype == "row_sparse" and r.shape == (cols, 2)
     assert r.indices.asnumpy().tolist() == [7, cols - 5]
     np.testing.assert_array_equal(r.data.asnumpy(), [5 * rhs[2], 2 * rhs[1]])
@@ -240,12 +241,12 @@ def test_compressed_columns_match_scipy(monkeypatch, dtype):
     m = sp.random(40, 500, density=0.01, format="csr", random_state=rng, dtype=np.float64)
     x = nd.sparse.csr_matrix(m, dtype=dtype)
     rhs = rng.standard_normal((40, 3)).astype(dtype)
-    r = nd.dot(x, nd.array(rhs), transpose_a=True)
+    r = nd.dot(x, as_nd(rhs), transpose_a=True)
     tol = 1e-2 if dtype == "float16" else 1e-5
     np.testing.assert_allclose(r.asnumpy(), m.T @ rhs.astype(np.float64), rtol=tol, atol=tol)
     want_rows = np.unique(m.indices)
     assert r.indices.asnumpy().tolist() == want_rows.tolist()
     lhs = rng.standard_normal((4, 40)).astype(dtype)
-    d = nd.dot(nd.array(lhs), x)
+    d = nd.dot(as_nd(lhs), x)
     np.testing.assert_allclose(d.asnumpy(), lhs.astype(np.float64) @ m.toarray(), rtol=tol,
                                atol=tol)
