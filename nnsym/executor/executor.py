@@ -158,9 +158,9 @@ class Executor:
             raise BindError(f"binding on {self._ctx}: arrays on {on_gpu[0].context} given; "
                             "bind on that gpu context or copy them to the cpu")
         self._reqs = _reqs(grad_req, arg_names, grads)
-        self.grad_arrays: list[NDArray | None] = [
-            g if r != "null" else None for g, r in zip(grads, self._reqs)
-        ]
+        # An array given for a 'null' argument stays in grad_arrays/grad_dict, untouched (as
+        # MXNet keeps the user's array); nothing writes it.
+        self.grad_arrays: list[NDArray | None] = list(grads)
         self._build(shared_pools)
 
     # ------------------------------------------------------------------ building

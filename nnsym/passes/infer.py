@@ -168,6 +168,16 @@ def _input_name(node: Node, pos: int) -> str:
     return names[pos] if pos < len(names) else f"#{pos}"
 
 
+def _source(node: Node, pos: int) -> str:
+    """What feeds input ``pos``: ``variable 'x'`` or ``output 0 of 'fc1'``."""
+    if pos >= len(node.inputs):
+        return ""
+    e = node.inputs[pos]
+    if e.node.op is None:
+        return f" (variable '{e.node.name}')"
+    return f" (output {e.index} of '{e.node.name}')"
+
+
 def _error(kind: AttrKind, node: Node, ins: list[Any], msg: str) -> NNSymError:
     op_name = node.op.name if node.op is not None else "null"
     return node_error(
@@ -175,7 +185,7 @@ def _error(kind: AttrKind, node: Node, ins: list[Any], msg: str) -> NNSymError:
         node.name,
         op_name,
         msg,
-        [(_input_name(node, i), kind.fmt(v)) for i, v in enumerate(ins)],
+        [(_input_name(node, i), f"{kind.fmt(v)}{_source(node, i)}") for i, v in enumerate(ins)],
     )
 
 

@@ -287,9 +287,13 @@ def test_misspelled_grad_req_name_is_reported():
         net.bind(None, args, args_grad=grads, grad_req={"fc_weight": "write", "fc_bais": "add"})
     with pytest.raises(BindError, match="grad_req"):
         net.bind(None, args, args_grad=grads, grad_req=5)
-    # the right names still work, unlisted arguments get no gradient
+    # the right names still work; unlisted arguments get no gradient (their given arrays are
+    # kept untouched, as MXNet keeps them)
     exe = net.bind(None, args, args_grad=grads, grad_req={"fc_weight": "write"})
-    assert exe.grad_dict["fc_bias"] is None and exe.grad_dict["fc_weight"] is not None
+    assert exe.grad_dict["fc_bias"] is grads["fc_bias"]
+    exe.forward(is_train=True)
+    exe.backward(nd.ones((2, 3)))
+    assert not grads["fc_bias"].asnumpy().any() and grads["fc_weight"].asnumpy().all()
 
 
 # ---------------------------------------------------------------------------------------------
