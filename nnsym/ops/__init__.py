@@ -17,6 +17,7 @@ from nnsym.ops.reduce import broadcast_reduce, index  # noqa: F401
 from nnsym.ops.shape import (  # noqa: F401
     cast,
     join,
+    like,
     pad,
     rearrange,
     reshape,
