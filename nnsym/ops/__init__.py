@@ -14,7 +14,16 @@ from nnsym.ops.nn import (  # noqa: F401
     lrn,
 )
 from nnsym.ops.reduce import broadcast_reduce, index  # noqa: F401
-from nnsym.ops.shape import cast, join, reshape, slicing, transpose  # noqa: F401
+from nnsym.ops.shape import (  # noqa: F401
+    cast,
+    join,
+    like,
+    pad,
+    rearrange,
+    reshape,
+    slicing,
+    transpose,
+)
 from nnsym.ops.storage import sparse_defs  # noqa: F401
 
 __all__ = ["REGISTRY", "OpDef", "get_op"]

@@ -1,8 +1,11 @@
 """Operators that move data without computing on it: reshapes, permutations, slices, joins.
 
 Reshape, Flatten, expand_dims and squeeze (``reshape``), transpose and SwapAxis (``transpose``),
-Concat and SliceChannel (``join``), slice, slice_axis and tile (``slicing``), plus the copy-like
-Cast, zeros_like, ones_like, BlockGrad and _copy (``cast``); ``helpers`` holds what they share.
+Concat, SliceChannel and stack (``join``), slice, slice_axis and tile (``slicing``), repeat,
+reverse, depth_to_space, space_to_depth and diag (``rearrange``), Pad (``pad``),
+broadcast_like, reshape_like, slice_like, shape_array and size_array (``like``), plus the
+copy-like Cast, zeros_like, ones_like, BlockGrad and _copy (``cast``); ``helpers`` holds what
+they share.
 
 Shape rules follow MXNet 1.9.1's (``src/operator/tensor/matrix_op-inl.h`` and friends), including
 its quirks where a graph could observe them (``tile`` with a 0 in ``reps`` leaves that dimension

@@ -296,3 +296,105 @@ SLICE_CHANNEL = register(
         bad_params=({}, {"num_outputs": 0}, {"num_outputs": 2, "squeeze_axis": "maybe"}),
     )
 )
+
+
+# ---------------------------------------------------------------------------------------------
+# stack: Concat along a new axis
+
+
+@dataclass(frozen=True, kw_only=True)
+class StackParams(Params):
+    axis: int = field(
+        default=0, doc="The axis in the result array along which the input arrays are stacked."
+    )
+    num_args: int = field(lower=1, upper=MAX_COUNT, doc="Number of inputs to be stacked.")
+
+
+def _stack_axis(p: StackParams, nd: int) -> int:
+    """The new axis's position in the (nd + 1)-dimensional output."""
+    return _axis(p.axis, nd + 1)
+
+
+def stack_shape(p: StackParams, ins: list, outs: list) -> tuple[list, list]:
+    o = outs[0]
+    piece = None
+    for s in ins:
+        piece = _merge(piece, s, "the stacked inputs")
+    if o is not None:
+        if len(o) == 0:
+            raise RuleError("stack's output has at least one dimension")
+        axis = _stack_axis(p, len(o) - 1)
+        if o[axis] is not None and o[axis] != p.num_args:
+            raise RuleError(
+                f"the output {shape_str(o)} has {o[axis]} along the stacked axis {axis}, not "
+                f"num_args={p.num_args}"
+            )
+        piece = _merge(piece, (*o[:axis], *o[axis + 1 :]), "the inputs and the output")
+    if piece is None:
+        return list(ins), list(outs)
+    axis = _stack_axis(p, len(piece))
+    return [piece] * p.num_args, [(*piece[:axis], p.num_args, *piece[axis:])]
+
+
+def _stack_pieces(out: tuple[int, ...], p: StackParams) -> tuple[list[tuple[int, ...]], int]:
+    axis = _stack_axis(p, len(out) - 1)
+    return [(*out[:axis], 1, *out[axis + 1 :])] * p.num_args, axis
+
+
+def stack_lowering(call: KernelCall) -> Lowered:
+    out = call.out_shapes[0]
+    pieces, axis = _stack_pieces(out, call.params)
+    return _join_lowering(call, "concat", out, pieces, axis)
+
+
+def stack_backward_lowering(call: KernelCall) -> Lowered:
+    """The output gradient split back into the inputs' gradients: p = [ograd, grad_0, ...]."""
+    g = call.in_shapes[0]
+    pieces, axis = _stack_pieces(g, call.params)
+    return _join_lowering(call, "split", g, pieces, axis)
+
+
+def stack_backward_shape(p: StackParams, ins: list, outs: list) -> tuple[list, list]:
+    g = ins[0]
+    if g is None or len(g) == 0:
+        return list(ins), list(outs)
+    axis = _stack_axis(p, len(g) - 1)
+    return list(ins), [(*g[:axis], *g[axis + 1 :])] * p.num_args
+
+
+BACKWARD_STACK = register(
+    OpDef(
+        name="_backward_stack",
+        params=StackParams,
+        inputs=("ograd",),
+        outputs=lambda p: tuple(f"arg{i}_grad" for i in range(p.num_args)),
+        infer_shape=stack_backward_shape,
+        infer_type=lambda p, ins, outs: (list(ins), [ins[0] or o for o in outs]),
+        kernels={DENSE: Kernel(stack_backward_lowering)},
+        differentiable=False,
+        doc="Gradient of stack: the output gradient split back into the inputs' gradients.",
+    )
+)
+
+STACK = register(
+    OpDef(
+        name="stack",
+        params=StackParams,
+        inputs=lambda p: tuple(f"arg{i}" for i in range(p.num_args)),
+        key_var_num_args="num_args",
+        infer_shape=stack_shape,
+        infer_type=same_dtype,
+        reference=lambda p, *xs: np.stack(xs, axis=p.axis),
+        kernels={DENSE: Kernel(stack_lowering)},
+        grad=node_gradient(BACKWARD_STACK, lambda n: ()),
+        doc="Joins same-shaped inputs along a new axis ``axis`` of the result.",
+        examples=(
+            Example(((2, 3), (2, 3)), {"num_args": 2}),
+            Example(((2, 3), (2, 3), (2, 3)), {"num_args": 3, "axis": 1}, dtype="float64"),
+            Example(((2, 3), (2, 3)), {"num_args": 2, "axis": -1}, dtype="int32"),
+            Example(((2, 3, 4),), {"num_args": 1, "axis": -2}),
+            Example(((4,), (4,)), {"num_args": 2, "axis": 1}),
+        ),
+        bad_params=({}, {"num_args": 0}, {"num_args": 2, "dim": 0}),
+    )
+)
