@@ -18,15 +18,18 @@ from nnsym import ndarray as nd
 from nnsym import symbol as sym
 from nnsym import visualization as viz
 from nnsym.codegen import cache, compiler
+from nnsym.devtools.cuda import codegen as cuda_codegen
 from nnsym.devtools.cuda.cli import add_codegen_arguments, run_codegen
 from nnsym.errors import NNSymError
 from nnsym.ir.graph import Entry, Graph
 from nnsym.ir.json import graph_to_json
+from nnsym.ir.opdef import all_names, mxnet_operator_names
 from nnsym.model import load_checkpoint
+from nnsym.ops import REGISTRY
 from nnsym.runtime.imperative import run_op
 from nnsym.symbol.json_io import infer_for_dump, load
 from nnsym.symbol.symbol import Symbol, entry_name
-from nnsym.types import shape_str
+from nnsym.types import SType, shape_str
 
 
 def _parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
@@ -433,6 +436,43 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def _op_rows() -> list[tuple[str, str, str, str]]:
+    """(name, aliases, storage types, devices) of every registered operator."""
+    gpu_ops = {v.op for v in cuda_codegen.all_variants()}
+    rows = []
+    for name, op in sorted(REGISTRY.items()):
+        stypes = {"default"}
+        for rule in op.stype_rules:
+            stypes |= {s.label for s in (*rule.ins, *rule.out) if isinstance(s, SType)}
+        if op.expr is not None and op.sparse:
+            stypes |= {"csr", "row_sparse"}
+        order = [s for s in ("default", "csr", "row_sparse") if s in stypes]
+        devices = "cpu, gpu" if name in gpu_ops else "cpu"
+        rows.append((name, ", ".join(op.aliases), ", ".join(order), devices))
+    return rows
+
+
+def cmd_ops(args: argparse.Namespace) -> int:
+    if args.missing:
+        user_facing = ("_contrib_", "_linalg_", "_random_", "_sample_", "_image_")
+        public = sorted(n for n in mxnet_operator_names() if n not in all_names()
+                        and (not n.startswith("_") or n.startswith(user_facing)))
+        for n in public:
+            print(n)
+        print(f"{len(public)} of MXNet 1.9.1's public, contrib, linalg, random, sample and "
+              "image operators are not implemented", file=sys.stderr)
+        return 0
+    rows = _op_rows()
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    print(f"{'operator':<{widths[0]}}  {'aliases':<{widths[1]}}  {'storage types':<{widths[2]}}"
+          "  devices")
+    for r in rows:
+        print(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}")
+    print(f"{len(rows)} operators, {sum(len(r[1].split(', ')) for r in rows if r[1])} aliases",
+          file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="nnsym",
@@ -500,6 +540,11 @@ def build_parser() -> argparse.ArgumentParser:
     pc.add_argument("--dir", metavar="DIR", help="the cache directory (default: "
                     "$NNSYM_CACHE_DIR, else ~/.cache/nnsym)")
     pc.set_defaults(func=cmd_cache)
+    po = sub.add_parser("ops", help="list the registered operators with their aliases, storage "
+                        "types and devices")
+    po.add_argument("--missing", action="store_true",
+                    help="list instead MXNet 1.9.1's operators that nnsym does not implement")
+    po.set_defaults(func=cmd_ops)
     return p
 
 

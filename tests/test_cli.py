@@ -181,3 +181,36 @@ def test_codegen_writes_one_kernel_per_file(tmp_path, capsys):
     assert "__global__" in text and "tanh" in text
     assert main(["codegen", "--target", "c", "--out", str(tmp_path / "c"), "--op", "tanh"]) == 0
     assert sorted((tmp_path / "c").glob("*.c"))
+
+
+def test_ops_lists_every_registered_operator(capsys):
+    from nnsym.ops import REGISTRY
+
+    assert main(["ops"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line for line in out[1:]}
+    assert set(rows) == set(REGISTRY)
+    assert "csr" in rows["dot"] and "row_sparse" in rows["dot"] and "gpu" in rows["dot"]
+    assert rows["Reshape"].split("  ")[-1].strip().startswith("cpu")
+
+
+def test_ops_missing_lists_mxnet_operators_nnsym_lacks(capsys):
+    from nnsym.ir.opdef import all_names, mxnet_operator_names
+
+    assert main(["ops", "--missing"]) == 0
+    missing = capsys.readouterr().out.split()
+    assert missing and not set(missing) & set(all_names())
+    assert set(missing) <= mxnet_operator_names()
+    assert "CTCLoss" in missing or "CTCLoss" in all_names()
+
+
+def test_unknown_operator_in_json_says_whether_mxnet_has_it():
+    from nnsym.errors import GraphFormatError
+
+    doc = json.loads(sym.relu(sym.var("x")).tojson())
+    doc["nodes"][1]["op"] = "NoSuchOp"
+    with pytest.raises(GraphFormatError, match=r"MXNet 1\.9\.1 has no operator of that name"):
+        sym.load_json(json.dumps(doc))
+    doc["nodes"][1]["op"] = "_contrib_SyncBatchNorm"
+    with pytest.raises(GraphFormatError, match=r"an MXNet 1\.9\.1 operator that nnsym does not"):
+        sym.load_json(json.dumps(doc))

@@ -21,7 +21,7 @@ import numpy as np
 
 from nnsym.errors import GraphFormatError, NNSymError, OperatorParamError
 from nnsym.ir.graph import Entry, Graph, Node, variable
-from nnsym.ir.opdef import OpDef, get_op
+from nnsym.ir.opdef import OpDef, get_op, unknown_operator
 from nnsym.types import shape_str
 
 MXNET_VERSION = 10901  # files are written as MXNet 1.9.1 writes them
@@ -372,9 +372,7 @@ def _read_node(nid: int, nd: Any, protos: list[_Proto]) -> _Proto:
         try:
             op = get_op(op_name)
         except NNSymError:
-            raise _err(
-                f"operator '{op_name}' (node '{name}') is not registered", nid, "op"
-            ) from None
+            raise _err(f"node '{name}': {unknown_operator(op_name)}", nid, "op") from None
     p = _Proto(op, name, attrs)
     ins = _entry_list(nd["inputs"], nid, "inputs")
     if op is None and ins:

@@ -14,8 +14,10 @@ impossible configuration by raising ``RuleError`` with a plain message.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -177,11 +179,30 @@ def register(op: OpDef) -> OpDef:
 
 
 def get_op(name: str) -> OpDef:
-    """The operator registered as ``name`` or one of its aliases; OperatorParamError otherwise."""
+    """The operator registered as ``name`` or one of its aliases; OperatorParamError otherwise,
+    saying whether MXNet 1.9.1 has such an operator."""
     op = _REGISTRY.get(name) or _ALIASES.get(name)
     if op is None:
-        raise OperatorParamError(f"operator {name!r} is not registered")
+        raise OperatorParamError(unknown_operator(name))
     return op
+
+
+@functools.lru_cache(maxsize=1)
+def mxnet_operator_names() -> frozenset[str]:
+    """Every operator name MXNet 1.9.1 registers (``MXListAllOpNames`` in its reference build,
+    1,167 names with internals and ``_backward_*``; the file ``mxnet_ops.txt`` beside this
+    module)."""
+    text = (Path(__file__).with_name("mxnet_ops.txt")).read_text()
+    return frozenset(line.strip() for line in text.splitlines() if line.strip())
+
+
+def unknown_operator(name: str) -> str:
+    """Why ``name`` cannot be used: an MXNet operator nnsym lacks, or no MXNet operator at all."""
+    if name in mxnet_operator_names():
+        return (f"operator {name!r} is an MXNet 1.9.1 operator that nnsym does not implement "
+                "(`nnsym ops` lists the implemented ones; docs/differences-from-mxnet.md "
+                "names the deliberate exclusions)")
+    return f"operator {name!r} is not registered (MXNet 1.9.1 has no operator of that name)"
 
 
 def all_names() -> dict[str, OpDef]:

@@ -626,3 +626,22 @@ def test_fresh_interpreter_registers_the_implementations():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=300)
     assert out.stdout.split() == ["csr", "row_sparse", "[0,", "2]", "row_sparse"]
+
+
+def test_the_sparse_tutorials_quadratic_lines_run_as_written():
+    """MXNet's sparse-operator tutorial: ``nd.sparse.quadratic`` keeps csr where f(0) == 0,
+    ``nd.quadratic`` with c != 0 falls back to a dense result (with the fallback warning)."""
+    import warnings
+
+    import nnsym as mx
+
+    x = mx.nd.array([[0, 1], [2, 0]]).tostype("csr")
+    y = mx.nd.sparse.quadratic(x, a=1, b=2, c=0)
+    assert y.stype == "csr"
+    np.testing.assert_array_equal(y.asnumpy(), [[0, 3], [8, 0]])
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        z = mx.nd.quadratic(x, a=1, b=2, c=3)
+    assert z.stype == "default" and any("fallback" in str(m.message) for m in w)
+    np.testing.assert_array_equal(z.asnumpy(), [[3, 6], [11, 3]])
+    assert mx.nd.contrib.quadratic is not None and mx.sym.quadratic is not None

@@ -517,6 +517,10 @@ CLIP = register(
 QUADRATIC = register(
     OpDef(
         name="_contrib_quadratic",
+        # MXNet 1.9.1 has only contrib.quadratic; its sparse-operator tutorial registers the
+        # same operator as ``quadratic`` (nd.quadratic, nd.sparse.quadratic), so both names run
+        aliases=("quadratic",),
+        sparse=True,
         params=QuadraticParams,
         infer_shape=elemwise_shape,
         infer_type=same_dtype,
