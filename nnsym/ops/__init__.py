@@ -12,6 +12,7 @@ from nnsym.ops.nn import (  # noqa: F401
     embedding,
     loss,
     lrn,
+    norm,
 )
 from nnsym.ops.reduce import broadcast_reduce, index  # noqa: F401
 from nnsym.ops.shape import cast, join, reshape, slicing, transpose  # noqa: F401
