@@ -12,6 +12,7 @@ from nnsym.ops.nn import (  # noqa: F401
     embedding,
     loss,
     lrn,
+    moments,
     norm,
 )
 from nnsym.ops.reduce import broadcast_reduce, index  # noqa: F401
