@@ -14,6 +14,7 @@ from nnsym.ops.nn import (  # noqa: F401
     lrn,
     moments,
     norm,
+    sequence,
 )
 from nnsym.ops.reduce import broadcast_reduce, index  # noqa: F401
 from nnsym.ops.shape import cast, join, reshape, slicing, transpose  # noqa: F401
