@@ -212,3 +212,242 @@ def test_normalisation_shapes_and_names():
 def test_normalisation_bad_shapes(make, shape):
     with pytest.raises(NNSymError):
         make(sym.Variable("data")).infer_shape(data=shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# softmin, SoftmaxActivation, losses. MXNet values made with ~/mxref (mxnet 1.9.1) as above
+# (mx.autograd.record(), then backward with the given head gradient; loss heads backward()
+# without one); labels got no attach_grad.
+
+LAB = f32([2, 0])
+
+MX_MISC = [
+    # (op, inputs, ograd or None, params, output, data gradient)
+    ("softmin", [X2], OG2, {},
+     [[0.17529039, 0.78559703, 0.03911257], [0.07154059, 0.2497012, 0.6787582]],
+     [[-0.21170345, 0.22960645, -0.017903], [-0.06083676, -0.31222165, 0.37305838]]),
+    ("softmin", [X2], OG2, {"axis": 0, "temperature": 2.0},
+     [[0.62245935, 0.65135491, 0.20181322], [0.37754068, 0.34864515, 0.79818678]],
+     [[-0.08225129, 0.13625503, -0.10873214], [0.08225131, -0.13625504, 0.10873213]]),
+    # MXNet's instance-mode gradient on 3-D data sums over axis 1, not the softmax's last axis
+    # (its backward always uses the channel layout): only the 2-D case is compared here.
+    ("SoftmaxActivation", [X2], OG2, {},
+     [[0.17529039, 0.03911257, 0.78559703], [0.71844035, 0.20583661, 0.07572305]],
+     [[0.11356479, -0.03332913, -0.08023567], [0.01701098, 0.08720837, -0.10421933]]),
+    ("SoftmaxActivation", [X3], OG3, {"mode": "channel"},
+     [[[0.18242551, 0.07585818], [0.81757444, 0.92414182]],
+      [[0.32082129, 0.02297737], [0.67917871, 0.97702265]]],
+     [[[0.11185984, -0.05608297], [-0.11185982, 0.05608296]],
+      [[0.10894749, -0.03367412], [-0.10894749, 0.03367412]]]),
+    ("softmax_cross_entropy", [X2, LAB], f32([2.0]), {}, [0.57198393],
+     [[0.35058078, 0.07822514, -0.42880595], [-0.56311929, 0.41167322, 0.1514461]]),
+    ("SVMOutput", [X2, LAB], None, {}, X2, [[3.0, 0.0, 0.0], [0.0, 2.5, 0.5]]),
+    ("SVMOutput", [X2, LAB], None,
+     {"margin": 0.5, "regularization_coefficient": 2.0, "use_linear": True},
+     X2, [[2.0, 0.0, 0.0], [0.0, 2.0, 0.0]]),
+    ("make_loss", [X2], OG2, {}, X2, np.ones((2, 3))),
+    ("smooth_l1", [X3 * 0.5], OG3, {},
+     [[[0.03125, 0.125], [0.5, 0.28125]], [[0.0078125, 0.0703125], [0.125, 1.0]]],
+     [[[0.25, 0.25], [0.25, 0.225]], [[0.0875, 0.4125], [0.1, 0.4]]]),
+    ("smooth_l1", [X3 * 0.5], OG3, {"scalar": 2.0},
+     [[[0.125, 0.375], [0.875, 0.625]], [[0.03125, 0.25], [0.375, 1.375]]],
+     [[[1.0, 0.5], [0.25, 0.3]], [[0.35, 1.1], [0.2, 0.4]]]),
+]
+
+
+@pytest.mark.parametrize(("op", "ins", "og", "params", "out", "grad"), MX_MISC,
+                         ids=[f"{c[0]}-{c[3]}" for c in MX_MISC])
+def test_misc_ops_match_mxnet(op, ins, og, params, out, grad):
+    names = [f"in{i}" for i in range(len(ins))]
+    s = getattr(sym, op)(*[sym.Variable(n) for n in names], **params)
+    args = {n: nd.array(a) for n, a in zip(names, ins)}
+    grads = {names[0]: nd.zeros(ins[0].shape)}
+    reqs = {n: ("write" if i == 0 else "null") for i, n in enumerate(names)}
+    exe = s.bind(None, args, args_grad=grads, grad_req=reqs)
+    got = exe.forward(is_train=True)[0].asnumpy()
+    close(got, out)
+    exe.backward([nd.array(og)] if og is not None else None)
+    close(grads[names[0]].asnumpy(), grad, rtol=1e-5, atol=1e-6)
+
+
+def test_softmax_cross_entropy_against_numpy_and_clamp():
+    x = RNG.standard_normal((5, 4))
+    lab = np.array([0, 3, 1, 2, 3], np.float64)
+    (out,), _ = run("softmax_cross_entropy", [x, lab])
+    lse = np.log(np.exp(x).sum(axis=1))
+    close(out, [np.sum(lse - x[np.arange(5), lab.astype(int)])], 1e-12, 1e-12)
+    # mx.nd.softmax_cross_entropy(mx.nd.array([[1, 2, 3.]]), mx.nd.array([7])) -> [18.420681]
+    # in MXNet 1.9.1: a label out of range picks 0, and each term is at most -log(1e-8).
+    (out,), _ = run("softmax_cross_entropy", [f32([[1, 2, 3]]), f32([7])])
+    close(out, [18.420681])
+
+
+def test_softmax_activation_instance_is_over_the_last_axis():
+    # mx.nd.SoftmaxActivation(X3) in MXNet 1.9.1 (forward; FlatTo2D: the last axis)
+    (out,), _ = run("SoftmaxActivation", [X3])
+    close(out, [[[0.81757444, 0.18242551], [0.62245935, 0.37754068]],
+                [[0.7310586, 0.26894143], [0.11920292, 0.88079703]]])
+    with pytest.raises(NNSymError):
+        sym.SoftmaxActivation(sym.Variable("d"), mode="channel").infer_shape(d=(2, 3))
+
+
+def test_softmin_is_softmax_of_the_negation():
+    x = RNG.standard_normal((3, 5))
+    (a,), _ = run("softmin", [x], axis=1, temperature=0.7)
+    (b,), _ = run("softmax", [-x], axis=1, temperature=0.7)
+    close(a, b, 1e-12, 1e-15)
+
+
+@pytest.mark.parametrize(("op", "shapes", "params"), [
+    ("softmin", [(3, 4)], {"temperature": 3.0}),
+    ("SoftmaxActivation", [(2, 3, 2)], {"mode": "channel"}),
+    ("SoftmaxActivation", [(2, 3, 2)], {}),
+    ("smooth_l1", [(4, 3)], {"scalar": 1.5}),
+])
+def test_misc_gradients_by_finite_differences(op, shapes, params):
+    numeric(op, [RNG.uniform(-2, 2, s) for s in shapes], **params)
+
+
+def test_softmax_cross_entropy_gradient_by_finite_differences():
+    numeric("softmax_cross_entropy", [RNG.standard_normal((3, 4)), np.array([1.0, 0.0, 3.0])],
+            wrt=[0])
+
+
+def test_loss_shapes():
+    d, lab = sym.Variable("d"), sym.Variable("l")
+    assert sym.softmax_cross_entropy(d, lab).infer_shape(d=(3, 4), l=(3,))[1] == [(1,)]
+    with pytest.raises(NNSymError):
+        sym.softmax_cross_entropy(d, lab).infer_shape(d=(3, 4, 2), l=(3,))
+    s = sym.SVMOutput(d, lab, name="s")
+    assert s.list_arguments() == ["d", "l"]
+    assert s.infer_shape(d=(3, 4, 2)) == ([(3, 4, 2), (3, 4)], [(3, 4, 2)], [])
+    assert sym._sparse_make_loss(d).infer_shape(d=(2, 3))[1] == [(2, 3)]
+    assert sym._npx_smooth_l1(d, scalar=2.0).infer_shape(d=(2, 3))[1] == [(2, 3)]
+
+
+# ---------------------------------------------------------------------------------------------
+# moments. MXNet values: mx.nd.moments(X3, ...) under mx.autograd.record(), then
+# mx.autograd.backward([mean, var], [head_mean, head_var]); X3.grad (mxnet 1.9.1).
+
+MX_MOMENTS = [
+    ({"axes": (0, 2)}, f32([1, 2]), f32([0.5, -1]),
+     [-0.25, 1.875], [0.40625, 0.546875],
+     [[[0.4375, 0.0625], [0.4375, 0.6875]], [[0.375, 0.125], [0.9375, -0.0625]]]),
+    ({"axes": (1,), "keepdims": True}, np.ones((2, 1, 2), np.float32),
+     np.ones((2, 1, 2), np.float32),
+     [[[1.25, 0.25]], [[0.625, 1.125]]], [[[0.5625, 1.5625]], [[0.140625, 3.515625]]],
+     [[[-0.25, -0.75], [1.25, 1.75]], [[0.125, -1.375], [0.875, 2.375]]]),
+]
+
+
+@pytest.mark.parametrize(("params", "hm", "hv", "mean", "var", "grad"), MX_MOMENTS)
+def test_moments_match_mxnet(params, hm, hv, mean, var, grad):
+    s = sym.moments(sym.Variable("x"), **params)
+    gx = nd.zeros(X3.shape)
+    exe = s.bind(None, {"x": nd.array(X3)}, args_grad={"x": gx})
+    m, v = (o.asnumpy() for o in exe.forward(is_train=True))
+    close(m, mean)
+    close(v, var)
+    exe.backward([nd.array(hm), nd.array(hv)])
+    close(gx.asnumpy(), grad)
+
+
+def test_moments_against_numpy_and_shapes():
+    x = RNG.standard_normal((2, 3, 4, 5))
+    (m, v), _ = run("moments", [x], axes=(3, 1))
+    close(m, x.mean(axis=(1, 3)), 1e-12, 1e-12)
+    close(v, x.var(axis=(1, 3)), 1e-12, 1e-12)
+    d = sym.Variable("d")
+    assert sym.moments(d, axes=(0, 1, 2)).infer_shape(d=(2, 3, 4))[1] == [(1,), (1,)]
+    assert sym.moments(d, axes=(-1, 0)).infer_shape(d=(2, 3, 4))[1] == [(3,), (3,)]
+    for bad in ({"axes": (1, 1)}, {}, {"axes": (3,)}):
+        with pytest.raises(NNSymError):
+            sym.moments(d, **bad).infer_shape(d=(2, 3, 4))
+
+
+def test_moments_gradient_by_finite_differences():
+    numeric("moments", [RNG.standard_normal((3, 2, 4))], axes=(0, 2))
+
+
+# ---------------------------------------------------------------------------------------------
+# Sequence operators. MXNet values: x = mx.nd.array(np.arange(12).reshape(3, 2, 2)), lengths
+# [2, 0], head gradient x * 0.1 + 1 (its step 0 for SequenceLast), under mx.autograd.record()
+# with use_sequence_length=True (mxnet 1.9.1).
+
+XS = np.arange(12, dtype=np.float32).reshape(3, 2, 2)
+OGS = XS * np.float32(0.1) + 1
+LS = f32([2, 0])
+
+
+def test_sequence_mask_matches_mxnet():
+    (out,), (gx, _) = run("SequenceMask", [XS, LS], OGS, use_sequence_length=True, value=-1.0)
+    close(out, [[[0, 1], [-1, -1]], [[4, 5], [-1, -1]], [[-1, -1], [-1, -1]]])
+    close(gx, [[[1.0, 1.1], [0, 0]], [[1.4, 1.5], [0, 0]], [[0, 0], [0, 0]]])
+    # mx.nd.SequenceMask(x, mx.nd.array([1, 2, 0]), use_sequence_length=True, axis=1, value=5)
+    (out,), _ = run("SequenceMask", [XS, f32([1, 2, 0])], use_sequence_length=True, axis=1,
+                    value=5.0)
+    close(out, [[[0, 1], [5, 5]], [[4, 5], [6, 7]], [[5, 5], [5, 5]]])
+    (out,), _ = run("SequenceMask", [XS])  # no lengths: identity
+    close(out, XS)
+
+
+def test_sequence_reverse_matches_mxnet():
+    (out,), (gx, _) = run("SequenceReverse", [XS, LS], OGS, use_sequence_length=True)
+    close(out, [[[4, 5], [2, 3]], [[0, 1], [6, 7]], [[8, 9], [10, 11]]])
+    close(gx, [[[1.4, 1.5], [1.2, 1.3]], [[1.0, 1.1], [1.6, 1.7]], [[1.8, 1.9], [2.0, 2.1]]])
+    (out,), _ = run("SequenceReverse", [XS])
+    close(out, XS[::-1])
+
+
+def test_sequence_last_matches_mxnet():
+    (out,), (gx, _) = run("SequenceLast", [XS, LS], OGS[0], use_sequence_length=True)
+    # MXNet reads before the data for the 0 length (garbage); nnsym gives 0 there.
+    close(out, [[4, 5], [0, 0]])
+    close(gx, [[[0, 0], [0, 0]], [[1.0, 1.1], [0, 0]], [[0, 0], [0, 0]]])
+    # mx.nd.SequenceLast(x) and mx.nd.SequenceLast(x, axis=1)
+    close(run("SequenceLast", [XS])[0][0], [[8, 9], [10, 11]])
+    close(run("SequenceLast", [XS], axis=1)[0][0], [[2, 3], [6, 7], [10, 11]])
+    # mx.nd.SequenceLast(x, mx.nd.array([2, 1, 1]), use_sequence_length=True, axis=1)
+    (out,), _ = run("SequenceLast", [XS, f32([2, 1, 1])], use_sequence_length=True, axis=1)
+    close(out, [[2, 3], [4, 5], [8, 9]])
+
+
+@pytest.mark.parametrize(("op", "params"), [
+    ("SequenceMask", {"value": 2.0}),
+    ("SequenceMask", {"axis": 1}),
+    ("SequenceReverse", {}),
+    ("SequenceLast", {}),
+    ("SequenceLast", {"axis": 1}),
+])
+def test_sequence_gradients_by_finite_differences(op, params):
+    x = RNG.standard_normal((4, 3, 2))
+    lengths = np.array([3.0, 0.0, 4.0]) if params.get("axis", 0) == 0 else np.array([1.0, 2.0,
+                                                                                     2.0, 0.0])
+    numeric(op, [x, lengths], wrt=[0], use_sequence_length=True, **params)
+
+
+def test_sequence_shapes():
+    d, n = sym.Variable("d"), sym.Variable("n")
+    s = sym.SequenceLast(d, n, use_sequence_length=True, axis=1, name="s")
+    assert s.list_arguments() == ["d", "n"]
+    assert s.infer_shape(d=(3, 2, 4)) == ([(3, 2, 4), (3,)], [(3, 4)], [])
+    assert sym.SequenceMask(d, name="m").list_arguments() == ["d"]
+    assert sym._npx_sequence_mask(d).infer_shape(d=(3, 2))[1] == [(3, 2)]
+    with pytest.raises(NNSymError):
+        sym.SequenceReverse(d, axis=1)
+    with pytest.raises(NNSymError):
+        sym.SequenceMask(d).infer_shape(d=(3,))
+
+
+def test_layer_norm_gradient_through_the_mean_only_is_zero():
+    """Only the mean output reaches the loss: MXNet's backward ignores its gradient."""
+    x = sym.Variable("x")
+    s = sym.LayerNorm(x, sym.Variable("g"), sym.Variable("b"), output_mean_var=True)[1]
+    args = {"x": nd.array(f32(RNG.standard_normal((2, 3)))), "g": nd.ones((3,)),
+            "b": nd.zeros((3,))}
+    grads = {k: nd.ones(v.shape) for k, v in args.items()}
+    exe = s.bind(None, args, args_grad=grads)
+    exe.forward(is_train=True)
+    exe.backward([nd.ones((2, 1))])
+    for v in grads.values():
+        close(v.asnumpy(), np.zeros(v.shape))

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from nnsym.errors import NoKernelError
-from nnsym.ir.graph import Entry
+from nnsym.ir.graph import Entry, Node, zeros_like
 from nnsym.ir.opdef import (
     DENSE,
     Example,
@@ -45,7 +45,7 @@ from nnsym.ir.opdef import (
 )
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
-from nnsym.ops.common.grad import node_gradient
+from nnsym.ops.common.grad import backward_node, node_gradient
 from nnsym.types import shape_str
 
 FLOAT_DTYPES = ("float16", "float32", "float64")
@@ -140,12 +140,17 @@ def _backward_op(name: str, params: type[Params], layout: Callable[[Any, tuple],
     )
 
 
-def _center_grad(backward: OpDef) -> Callable:
-    # From the data, gamma and the saved statistics (hidden or visible outputs 1, 2); like
-    # MXNet, gradients arriving at the statistics outputs are ignored.
-    return node_gradient(
-        backward, lambda n: [n.inputs[0], n.inputs[1], Entry(n, 1), Entry(n, 2)]
-    )
+def _center_grad(backward: OpDef) -> Callable[[Node, list[Entry | None]], list[Entry | None]]:
+    """From the output's gradient, the data, gamma and the saved statistics (outputs 1, 2);
+    like MXNet, gradients arriving at the statistics outputs are ignored (only those: zeros)."""
+
+    def grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
+        g = ograds[0] if ograds[0] is not None else zeros_like(Entry(node, 0))
+        reads = [node.inputs[0], node.inputs[1], Entry(node, 1), Entry(node, 2)]
+        b = backward_node(backward, node, [g, *reads])
+        return [Entry(b, 0), Entry(b, 1), Entry(b, 2)]
+
+    return grad
 
 
 # ---------------------------------------------------------------------------------------------
