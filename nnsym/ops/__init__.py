@@ -12,6 +12,9 @@ from nnsym.ops.nn import (  # noqa: F401
     embedding,
     loss,
     lrn,
+    moments,
+    norm,
+    sequence,
 )
 from nnsym.ops.reduce import broadcast_reduce, index  # noqa: F401
 from nnsym.ops.shape import (  # noqa: F401

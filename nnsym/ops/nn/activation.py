@@ -220,15 +220,16 @@ def softmax_launch(
     return Launch(spec, ia=(outer, length, inner), fa=fa, workspace=ws)
 
 
-def _softmax_lowering(log: bool):
+def _softmax_lowering(log: bool, negate: bool = False):
     def lower(call: KernelCall) -> Lowered:
         p: SoftmaxParams = call.params
         d = call.in_shapes[0]
         ax = p.axis % len(d) if d else 0
         dims = (size(d[:ax]), d[ax] if d else 1, size(d[ax + 1 :]))
-        launch = softmax_launch(
-            call, dims, log=log, temperature=p.temperature, use_length=bool(p.use_length)
-        )
+        t = p.temperature
+        if negate:  # softmin: the softmax of x / -t
+            t = -(t if t is not None else 1.0)
+        launch = softmax_launch(call, dims, log=log, temperature=t, use_length=bool(p.use_length))
         return Lowered((launch,))
 
     return lower
@@ -547,9 +548,10 @@ def log_softmax_reference(p: SoftmaxParams, data: np.ndarray):
     return _softmax(p, data, None, log=True)
 
 
-def _softmax_backward_lowering(log: bool) -> Any:
+def _softmax_backward_lowering(log: bool, negate: bool = False) -> Any:
     def lower(call: KernelCall) -> Lowered:
-        """p = [ograd, output, data, data grad] over the forward's (outer, L, inner) view."""
+        """p = [ograd, output, data, data grad] over the forward's (outer, L, inner) view;
+        ``negate``: softmin, the softmax of -x / t."""
         p: SoftmaxParams = call.params
         d = call.in_shapes[0]
         ax = p.axis % len(d) if d else 0
@@ -557,12 +559,12 @@ def _softmax_backward_lowering(log: bool) -> Any:
                                out_dtype=call.out_dtypes[0].name, req=call.out_req(0), log=log)
         ia = (size(d[:ax]), d[ax] if d else 1, size(d[ax + 1 :]))
         t = p.temperature if p.temperature is not None else 1.0
-        return Lowered((Launch(spec, ia, (1.0 / t,)),))
+        return Lowered((Launch(spec, ia, ((-1.0 if negate else 1.0) / t,)),))
 
     return lower
 
 
-def _softmax_gradient(name: str, log: bool) -> Any:
+def _softmax_gradient(name: str, log: bool, negate: bool = False) -> Any:
     op = register(
         OpDef(
             name=f"_backward_{name}",
@@ -572,7 +574,7 @@ def _softmax_gradient(name: str, log: bool) -> Any:
             infer_shape=lambda p, ins, outs: (list(ins), [ins[1] or outs[0]]),
             infer_type=lambda p, ins, outs: (list(ins), [ins[2] or outs[0]]),
             ignore_inputs=(2,),
-            kernels={DENSE: Kernel(_softmax_backward_lowering(log))},
+            kernels={DENSE: Kernel(_softmax_backward_lowering(log, negate))},
             differentiable=False,
             doc=f"Gradient of {name} from its output.",
         )
@@ -627,5 +629,121 @@ LOG_SOFTMAX = register(
             Example(((2, 3),), {"dtype": "float32"}, dtype="float16"),
         ),
         bad_params=({"dtype": "int8"}, {"temperature": "hot"}),
+    )
+)
+
+
+def softmin_reference(p: SoftmaxParams, data: np.ndarray, length: np.ndarray | None = None):
+    """softmax(-x / t); entries past ``length`` along the axis are 0."""
+    t = p.temperature if p.temperature is not None else 1.0
+    return _softmax(dataclasses.replace(p, temperature=-t), data, length, log=False)
+
+
+SOFTMIN = register(
+    OpDef(
+        name="softmin",
+        params=SoftmaxParams,
+        inputs=softmax_inputs,
+        infer_shape=softmax_shape,
+        infer_type=softmax_type,
+        inplace=((0, 0),),
+        reference=softmin_reference,
+        kernels={DENSE: Kernel(_softmax_lowering(log=False, negate=True))},
+        grad=_softmax_gradient("softmin", log=False, negate=True),
+        doc="softmax(-x / t) along an axis: small entries get large weights.",
+        examples=(
+            Example(((2, 3, 4),)),
+            Example(((2, 3),), {"axis": 0, "temperature": 2.0}),
+            Example(((2, 3), (2,)), {"use_length": True}, ints={1: (1, 4)}),
+            Example(((3, 4),), {"dtype": "float64"}),
+        ),
+        bad_params=({"dtype": "int32"}, {"axis": 1.5}),
+    )
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# SoftmaxActivation
+
+
+@dataclass(frozen=True, kw_only=True)
+class SoftmaxActivationParams(Params):
+    mode: str = field(
+        default="instance", choices=("channel", "instance"),
+        doc="instance: softmax over the last axis; channel: over axis 1 at every position.",
+    )
+
+
+def _softmax_activation_dims(p: SoftmaxActivationParams, d: tuple) -> tuple[int, int, int]:
+    """(outer, L, inner): instance mode is MXNet's FlatTo2D, a softmax over the last axis."""
+    if p.mode == "channel":
+        return (d[0], d[1], size(d[2:]))
+    return (size(d[:-1]), d[-1] if d else 1, 1)
+
+
+def softmax_activation_shape(p: SoftmaxActivationParams, ins: list, outs: list):
+    """out = data; channel mode needs 3-D data at least (MXNet checks at run time)."""
+    if p.mode == "channel" and ins[0] is not None and len(ins[0]) < 3:
+        raise RuleError(
+            f"data has shape {shape_str(ins[0])}; SoftmaxActivation with mode='channel' needs "
+            "at least 3 dimensions"
+        )
+    return elemwise_shape(p, ins, outs)
+
+
+def softmax_activation_reference(p: SoftmaxActivationParams, data: np.ndarray) -> np.ndarray:
+    o, n, i = _softmax_activation_dims(p, data.shape)
+    x = data.astype(np.float64).reshape(o, n, i)
+    z = np.exp(x - x.max(axis=1, keepdims=True, initial=-np.inf))
+    y: np.ndarray = (z / z.sum(axis=1, keepdims=True)).reshape(data.shape)
+    return y.astype(data.dtype)
+
+
+def softmax_activation_lowering(call: KernelCall) -> Lowered:
+    dims = _softmax_activation_dims(call.params, call.in_shapes[0])
+    return Lowered((softmax_launch(call, dims),))
+
+
+def softmax_activation_backward_lowering(call: KernelCall) -> Lowered:
+    """p = [ograd, output, data (not read), data grad]."""
+    spec = KernelSpec.make("nn/softmax_backward.c.j2", in_dtype=call.in_dtypes[0].name,
+                           out_dtype=call.out_dtypes[0].name, req=call.out_req(0), log=False)
+    ia = _softmax_activation_dims(call.params, call.in_shapes[0])
+    return Lowered((Launch(spec, ia, (1.0,)),))
+
+
+BACKWARD_SOFTMAX_ACTIVATION = register(
+    OpDef(
+        name="_backward_SoftmaxActivation",
+        params=SoftmaxActivationParams,
+        inputs=("ograd", "output", "data"),
+        outputs=("data_grad",),
+        infer_shape=lambda p, ins, outs: (list(ins), [ins[1] or outs[0]]),
+        infer_type=lambda p, ins, outs: (list(ins), [ins[1] or outs[0]]),
+        ignore_inputs=(2,),
+        kernels={DENSE: Kernel(softmax_activation_backward_lowering)},
+        differentiable=False,
+        doc="Gradient of SoftmaxActivation from its output.",
+    )
+)
+
+SOFTMAX_ACTIVATION = register(
+    OpDef(
+        name="SoftmaxActivation",
+        params=SoftmaxActivationParams,
+        infer_shape=softmax_activation_shape,
+        infer_type=same_dtype,
+        reference=softmax_activation_reference,
+        kernels={DENSE: Kernel(softmax_activation_lowering)},
+        grad=node_gradient(BACKWARD_SOFTMAX_ACTIVATION, lambda n: [Entry(n, 0), n.inputs[0]]),
+        doc="Softmax over the last axis (mode 'instance') or per position across channels "
+        "(axis 1, mode 'channel'). Deprecated in MXNet in favour of softmax.",
+        examples=(
+            Example(((2, 3, 4),)),
+            Example(((2, 3, 2, 2),), {"mode": "channel"}),
+            Example(((3, 5, 2),), {"mode": "channel"}, dtype="float64"),
+            Example(((4,),), dtype="float64"),
+        ),
+        bad_params=({"mode": "batch"}, {"axis": 1}),
     )
 )

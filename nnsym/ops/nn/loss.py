@@ -1,4 +1,5 @@
-"""Loss heads: SoftmaxOutput, the regression outputs and MakeLoss.
+"""Loss heads: SoftmaxOutput, the regression outputs, MakeLoss / make_loss and SVMOutput; the
+losses smooth_l1 and softmax_cross_entropy.
 
 Their forward pass is a plain function of the data (softmax, identity or sigmoid); the label
 only matters to the gradient, which the head computes itself instead of taking an incoming one.
@@ -21,13 +22,14 @@ from nnsym.ir.opdef import (
     RuleError,
     elemwise_shape,
     known,
+    merge_shape,
     prod,
     register,
     same_dtype,
 )
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
-from nnsym.ops.common.grad import backward_node
+from nnsym.ops.common.grad import backward_node, node_gradient, unary_gradient
 from nnsym.ops.nn.activation import ACTIVATION, elementwise_launch, softmax_launch
 from nnsym.types import Shape, shape_str
 
@@ -460,5 +462,249 @@ MAKE_LOSS = register(
             Example(((4,),), {"normalization": "valid", "valid_thresh": 0.1}, dtype="float64"),
         ),
         bad_params=({"normalization": "mean"}, {"grad_scale": "x"}, {"scale": 1.0}),
+    )
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# make_loss
+
+
+def make_loss_lower_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
+    # MXNet's make_loss: the gradient is ones_like(data) whatever arrives; MakeLoss's backward
+    # with its default parameters (grad_scale 1, no normalisation) writes exactly that.
+    return [Entry(backward_node(BACKWARD_MAKE_LOSS, node, [node.inputs[0]]), 0)]
+
+
+MAKE_LOSS_LOWER = register(
+    OpDef(
+        name="make_loss",
+        infer_shape=elemwise_shape,
+        infer_type=same_dtype,
+        inplace=((0, 0),),
+        reference=lambda p, data: np.array(data, copy=True),
+        kernels={DENSE: Kernel(identity_lowering)},
+        grad=make_loss_lower_grad,
+        loss=True,
+        aliases=("_sparse_make_loss",),
+        doc="Marks its input as a loss: identity forward, gradient ones (the incoming gradient "
+        "is ignored).",
+        examples=(Example(((2, 3),)), Example(((4,),), dtype="float64")),
+        bad_params=({"grad_scale": 1.0},),
+    )
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# smooth_l1
+
+
+@dataclass(frozen=True, kw_only=True)
+class SmoothL1Params(Params):
+    scalar: float = field(default=1.0, doc="sigma: quadratic for |x| < 1 / sigma^2.")
+
+
+SMOOTH_L1_EXPR = ("(x > 1.0 / (scalar * scalar) ? x - 0.5 / (scalar * scalar) : "
+                  "(x < -1.0 / (scalar * scalar) ? -x - 0.5 / (scalar * scalar) : "
+                  "0.5 * x * x * (scalar * scalar)))")
+# Spelled so that a NaN's bits do not depend on the compiler (the CUDA twin is checked bit for
+# bit against the C kernel): a NaN x is returned as is, and -g rather than g * -1.0 (which gcc
+# may turn into a negation, flipping a NaN g's sign where a multiplication keeps it).
+SMOOTH_L1_GRAD = ("(x != x ? x : (x > 1.0 / (scalar * scalar) ? g : "
+                  "(x < -1.0 / (scalar * scalar) ? -g : g * ((scalar * scalar) * x))))")
+
+
+def smooth_l1_reference(p: SmoothL1Params, data: np.ndarray) -> np.ndarray:
+    x, s2 = data.astype(np.float64), p.scalar * p.scalar
+    with np.errstate(divide="ignore", invalid="ignore"):
+        y = np.where(x > 1 / s2, x - 0.5 / s2,
+                     np.where(x < -1 / s2, -x - 0.5 / s2, 0.5 * x * x * s2))
+    return y.astype(data.dtype)
+
+
+SMOOTH_L1 = register(
+    OpDef(
+        name="smooth_l1",
+        params=SmoothL1Params,
+        infer_shape=elemwise_shape,
+        infer_type=same_dtype,
+        inplace=((0, 0),),
+        reference=smooth_l1_reference,
+        kernels={DENSE: Kernel(
+            lambda call: Lowered((elementwise_launch(call, SMOOTH_L1_EXPR,
+                                                     {"scalar": call.params.scalar}),)))},
+        grad=unary_gradient("smooth_l1", SMOOTH_L1_GRAD, SmoothL1Params, ("scalar",)),
+        aliases=("_npx_smooth_l1",),
+        doc="Smooth L1 (Huber) loss, elementwise: 0.5 (sigma x)^2 for |x| < 1 / sigma^2, else "
+        "|x| - 0.5 / sigma^2 (sigma = scalar).",
+        examples=(
+            Example(((3, 4),)),
+            Example(((2, 5),), {"scalar": 2.0}),
+            Example(((6,),), {"scalar": 0.5}, dtype="float64"),
+        ),
+        bad_params=({"scalar": "x"}, {"sigma": 1.0}),
+    )
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# softmax_cross_entropy
+
+
+def softmax_cross_entropy_shape(p: Params, ins: list, outs: list) -> tuple[list, list]:
+    """(N, K) data and (N,) label -> (1,)."""
+    data, label = ins
+    if data is not None and len(data) != 2:
+        raise RuleError(f"softmax_cross_entropy needs 2-D data, got {shape_str(data)}")
+    if label is not None and len(label) != 1:
+        raise RuleError(f"softmax_cross_entropy needs a 1-D label, got {shape_str(label)}")
+    if data is not None and label is not None and None not in (data[0], label[0]) \
+            and data[0] != label[0]:
+        raise RuleError(
+            f"label has shape {shape_str(label)} but data {shape_str(data)} has {data[0]} rows"
+        )
+    return list(ins), [(1,)]
+
+
+def softmax_cross_entropy_reference(p: Params, data: np.ndarray, label: np.ndarray):
+    x = data.astype(np.float64)
+    z = x - x.max(axis=1, keepdims=True, initial=-np.inf)
+    prob = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    lab = label.astype(np.int64)
+    ok = (lab >= 0) & (lab < x.shape[1])
+    picked = np.where(ok, prob[np.arange(len(lab)), np.clip(lab, 0, max(x.shape[1] - 1, 0))], 0)
+    return np.array([-np.log(np.maximum(picked, 1e-8)).sum()]).astype(data.dtype)
+
+
+def _sce_spec(call: KernelCall, template: str, data_at: int) -> KernelSpec:
+    return KernelSpec.make(template, dtype=call.in_dtypes[data_at].name,
+                           ldtype=call.in_dtypes[data_at + 1].name, req=call.out_req(0))
+
+
+def softmax_cross_entropy_lowering(call: KernelCall) -> Lowered:
+    n, k = call.in_shapes[0]
+    spec = _sce_spec(call, "nn/softmax_cross_entropy.c.j2", 0)
+    return Lowered((Launch(spec, (n, k)),))
+
+
+def softmax_cross_entropy_backward_lowering(call: KernelCall) -> Lowered:
+    n, k = call.in_shapes[1]
+    if n * k == 0:
+        return Lowered()
+    spec = _sce_spec(call, "nn/softmax_cross_entropy_backward.c.j2", 1)
+    return Lowered((Launch(spec, (n, k)),))
+
+
+BACKWARD_SOFTMAX_CROSS_ENTROPY = register(
+    OpDef(
+        name="_backward_softmax_cross_entropy",
+        inputs=("ograd", "data", "label"),
+        outputs=("data_grad",),
+        infer_shape=lambda p, ins, outs: (list(ins), [ins[1]]),
+        infer_type=lambda p, ins, outs: (list(ins), [ins[1]]),
+        kernels={DENSE: Kernel(softmax_cross_entropy_backward_lowering)},
+        differentiable=False,
+        doc="Gradient of softmax_cross_entropy: (softmax(data) - one-hot(label)) * ograd.",
+    )
+)
+
+
+SOFTMAX_CROSS_ENTROPY = register(
+    OpDef(
+        name="softmax_cross_entropy",
+        inputs=("data", "label"),
+        infer_shape=softmax_cross_entropy_shape,
+        infer_type=forward_dtype_first,
+        reference=softmax_cross_entropy_reference,
+        kernels={DENSE: Kernel(softmax_cross_entropy_lowering)},
+        # The label gets no gradient (MXNet refuses one).
+        grad=node_gradient(BACKWARD_SOFTMAX_CROSS_ENTROPY, to_inputs=(0,)),
+        doc="Sum over the batch of the cross entropy -log(softmax(data)[label]) (each term "
+        "at most -log(1e-8), as MXNet); shape (1,).",
+        examples=(
+            Example(((4, 5), (4,)), ints={1: (0, 5)}),
+            Example(((3, 2), (3,)), dtype="float64", ints={1: (0, 2)}),
+        ),
+        bad_params=({"axis": 1},),
+    )
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# SVMOutput
+
+
+@dataclass(frozen=True, kw_only=True)
+class SVMOutputParams(Params):
+    margin: float = field(default=1.0, doc="The margin of the hinge loss.")
+    regularization_coefficient: float = field(default=1.0, doc="Scale of the gradient.")
+    use_linear: bool = field(default=False, doc="L1-SVM (hinge) instead of L2-SVM (squared).")
+
+
+def svm_output_shape(p: SVMOutputParams, ins: list, outs: list) -> tuple[list, list]:
+    """out = data; the label is the data without its last axis (the classes)."""
+    data = ins[0]
+    if data is None:
+        return list(ins), list(outs)
+    if len(data) == 0:
+        raise RuleError("SVMOutput needs data of at least 1 dimension")
+    try:
+        label = merge_shape(ins[1], data[:-1])
+    except RuleError:
+        raise RuleError(
+            f"label has shape {shape_str(ins[1])} but data {shape_str(data)} needs "
+            f"{shape_str(data[:-1])}"
+        ) from None
+    return [data, label], [data]
+
+
+def svm_output_backward_lowering(call: KernelCall) -> Lowered:
+    p: SVMOutputParams = call.params
+    out = call.in_shapes[0]
+    if size(out) == 0:
+        return Lowered()
+    spec = KernelSpec.make("nn/svm_output_backward.c.j2", dtype=call.out_dtypes[0].name,
+                           ldtype=call.in_dtypes[1].name, req=call.out_req(0),
+                           linear=p.use_linear)
+    # MXNet's margin and coefficient are C floats.
+    fa = (float(np.float32(p.margin)), float(np.float32(p.regularization_coefficient)))
+    return Lowered((Launch(spec, (size(out[:-1]), out[-1]), fa),))
+
+
+BACKWARD_SVM_OUTPUT = register(
+    OpDef(
+        name="_backward_SVMOutput",
+        params=SVMOutputParams,
+        inputs=("output", "label"),
+        outputs=("data_grad",),
+        infer_shape=loss_backward_shape,
+        infer_type=forward_dtype_first,
+        kernels={DENSE: Kernel(svm_output_backward_lowering)},
+        differentiable=False,
+        doc="Gradient of SVMOutput against its label (L1- or L2-SVM).",
+    )
+)
+
+SVM_OUTPUT = register(
+    OpDef(
+        name="SVMOutput",
+        params=SVMOutputParams,
+        inputs=("data", "label"),
+        infer_shape=svm_output_shape,
+        infer_type=forward_dtype_first,
+        inplace=((0, 0),),
+        reference=lambda p, data, label: np.array(data, copy=True),
+        kernels={DENSE: Kernel(identity_lowering)},
+        grad=loss_grad(BACKWARD_SVM_OUTPUT),
+        loss=True,
+        doc="Identity forward; the gradient of a one-vs-rest hinge loss (L2-SVM, or L1-SVM "
+        "with use_linear) against class labels over the last axis.",
+        examples=(
+            Example(((4, 5), (4,)), ints={1: (0, 5)}),
+            Example(((2, 3, 4), (2, 3)), {"margin": 0.5, "use_linear": True}, ints={1: (0, 4)}),
+            Example(((3, 2), (3,)), {"regularization_coefficient": 2.0}, dtype="float64",
+                    ints={1: (0, 2)}),
+        ),
+        bad_params=({"margin": "wide"}, {"use_linear": "maybe"}, {"grad_scale": 1.0}),
     )
 )
