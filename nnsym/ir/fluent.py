@@ -6,6 +6,12 @@ is the array itself), which is how MXNet maps positional arguments; read from MX
 
 from __future__ import annotations
 
+import functools
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
 NDARRAY_FLUENT: dict[str, tuple[str, tuple[str, ...]]] = {
     "abs": ("abs", ("data",)),
     "arccos": ("arccos", ("data",)),
@@ -219,3 +225,38 @@ def install(cls: type, table: dict[str, tuple[str, tuple[str, ...]]], functions:
         setattr(cls, method, fluent)
         added.append(method)
     return added
+
+
+@functools.lru_cache(maxsize=1)
+def _mxnet_signatures() -> dict[str, list[str]]:
+    """Per MXNet 1.9.1 operator name, the positional-or-keyword arguments of its generated
+    Python function (inputs, then parameters, in MXNet's order; ``out``/``name`` left out), as
+    ``inspect.signature`` gives them in the reference build (``mxnet_signatures.json``)."""
+    data: dict[str, list[str]] = json.loads(
+        Path(__file__).with_name("mxnet_signatures.json").read_text())
+    return data
+
+
+def split_positional(names: Sequence[str], args: Sequence[Any], kwargs: dict[str, Any],
+                     is_array: Callable[[Any], bool]) -> tuple[list[Any], dict[str, Any]]:
+    """``op(*args, **kwargs)`` with positional parameters (``nd.one_hot(x, 4)``): the leading
+    arrays stay positional inputs, everything from the first non-array on is named by MXNet's
+    argument order for the first of ``names`` (operator name, then canonical name) that MXNet
+    has. TypeError where MXNet has no such signature or too many are given."""
+    sig = next((_mxnet_signatures()[n] for n in names if n in _mxnet_signatures()), None)
+    if sig is None:
+        raise TypeError(f"{names[0]}: parameters must be given by keyword")
+    pos: list[Any] = []
+    kw = dict(kwargs)
+    for i, a in enumerate(args):
+        if is_array(a) and len(kw) == len(kwargs):
+            pos.append(a)
+            continue
+        if i >= len(sig):
+            raise TypeError(f"{names[0]}() takes at most {len(sig)} positional arguments "
+                            f"({', '.join(sig)}), {len(args)} given")
+        if sig[i] in kw:
+            raise TypeError(f"{names[0]}() got multiple values for argument {sig[i]!r}")
+        if a is not None:  # None is "not given" (an input left to a new variable), as MXNet
+            kw[sig[i]] = a
+    return pos, kw

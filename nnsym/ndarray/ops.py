@@ -8,6 +8,7 @@ import numpy as np
 
 from nnsym.codegen import compiler
 from nnsym.errors import CompositionError
+from nnsym.ir.fluent import split_positional
 from nnsym.ir.namespace import op_docstring
 from nnsym.ir.opdef import OpDef
 from nnsym.ndarray import fastcall
@@ -49,6 +50,10 @@ def make_function(op: OpDef, func_name: str) -> Any:
                 if n_vis == 1:
                     return NDArray(outs[0], ctx, bufs[len(args)])
                 return [NDArray(o, ctx, bufs[len(args) + i]) for i, o in enumerate(outs[:n_vis])]
+        if any(not isinstance(a, NDArray) for a in args):  # MXNet's positional parameters
+            pos, kwargs = split_positional((func_name, op.name), args, kwargs,
+                                           lambda v: isinstance(v, NDArray))
+            args = tuple(pos)
         arrays = {k: v for k, v in kwargs.items() if isinstance(v, NDArray)}
         params = {k: v for k, v in kwargs.items() if not isinstance(v, NDArray)}
         inputs = list(args)

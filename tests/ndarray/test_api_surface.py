@@ -122,3 +122,23 @@ def test_array_defaults_to_float32_for_numpy_sources():
     assert nd.array(np.ones(2, np.int64)).dtype == np.float32
     assert nd.array(np.ones(2, np.float64), dtype="float64").dtype == np.float64
     assert nd.array(nd.ones(2, dtype="float16")).dtype == np.float16
+
+
+def test_positional_parameters_follow_mxnet_argument_order():
+    """``nd.sum(x, 1)``, ``nd.FullyConnected(x, w, b, 4)``, ``sym.FullyConnected(x, None, None,
+    5)``: positional values after the arrays are named by MXNet 1.9.1's generated signatures
+    (nnsym/ir/mxnet_signatures.json); None means an input not given."""
+    x = nd.array(np.arange(6).reshape(2, 3))
+    np.testing.assert_array_equal(nd.sum(x, 1).asnumpy(), [3, 12])
+    np.testing.assert_array_equal(nd.sum(x, 0, True).asnumpy(), [[3, 5, 7]])
+    y = nd.FullyConnected(x, nd.ones((4, 3)), nd.zeros(4), 4)
+    np.testing.assert_array_equal(y.asnumpy(), np.tile([[3], [12]], (1, 4)))
+    np.testing.assert_array_equal(nd.contrib.quadratic(nd.ones(2), 1.0, 2.0, 3.0).asnumpy(),
+                                  [6, 6])
+    s = mx.sym.FullyConnected(mx.sym.var("x"), None, None, 5, name="fc")
+    assert s.list_arguments() == ["x", "fc_weight", "fc_bias"]
+    assert s.infer_shape(x=(2, 3))[1] == [(2, 5)]
+    with pytest.raises(TypeError, match="at most 4 positional"):
+        nd.sum(x, 0, False, False, 3)
+    with pytest.raises(TypeError, match="multiple values"):
+        nd.sum(x, 1, axis=0)

@@ -12,6 +12,7 @@ import pytest
 from nnsym import nd, sym
 from nnsym.errors import NNSymError
 from nnsym.test_utils import check_numeric_gradient
+from nnsym.testing import as_nd
 
 # ---------------------------------------------------------------------------------------------
 # helpers
@@ -27,13 +28,13 @@ def run(name: str, arrays: list[np.ndarray], ograd: np.ndarray | None = None,
     into output 0 (zeros into the others). Returns (outputs, input gradients)."""
     names = [f"in{i}" for i in range(len(arrays))]
     s = getattr(sym, name)(*[sym.Variable(n) for n in names], **params)
-    args = {n: nd.array(a) for n, a in zip(names, arrays)}
+    args = {n: as_nd(a) for n, a in zip(names, arrays)}
     grads = {n: nd.zeros(a.shape, dtype=a.dtype) for n, a in zip(names, arrays)}
     exe = s.bind(None, args, args_grad=grads)
     outs = [o.asnumpy() for o in exe.forward(is_train=True)]
     if ograd is None:
         return outs, []
-    heads = [nd.array(ograd)] + [nd.zeros(o.shape, dtype=o.dtype) for o in outs[1:]]
+    heads = [as_nd(ograd)] + [nd.zeros(o.shape, dtype=o.dtype) for o in outs[1:]]
     exe.backward(heads)
     return outs, [grads[n].asnumpy() for n in names]
 
@@ -172,11 +173,11 @@ def test_statistics_gradients_are_ignored_as_in_mxnet():
     _, want = run("LayerNorm", [x, gamma, beta], og)
     s = sym.LayerNorm(sym.Variable("x"), sym.Variable("g"), sym.Variable("b"),
                       output_mean_var=True)
-    args = {"x": nd.array(x), "g": nd.array(gamma), "b": nd.array(beta)}
+    args = {"x": as_nd(x), "g": as_nd(gamma), "b": as_nd(beta)}
     grads = {k: nd.zeros(v.shape, dtype=v.dtype) for k, v in args.items()}
     exe = s.bind(None, args, args_grad=grads)
     exe.forward(is_train=True)
-    exe.backward([nd.array(og), nd.ones((3, 1), dtype="float64"),
+    exe.backward([as_nd(og), nd.ones((3, 1), dtype="float64"),
                   nd.ones((3, 1), dtype="float64")])
     for k, w in zip("xgb", want):
         close(grads[k].asnumpy(), w, 1e-12, 1e-12)
@@ -260,13 +261,13 @@ MX_MISC = [
 def test_misc_ops_match_mxnet(op, ins, og, params, out, grad):
     names = [f"in{i}" for i in range(len(ins))]
     s = getattr(sym, op)(*[sym.Variable(n) for n in names], **params)
-    args = {n: nd.array(a) for n, a in zip(names, ins)}
+    args = {n: as_nd(a) for n, a in zip(names, ins)}
     grads = {names[0]: nd.zeros(ins[0].shape)}
     reqs = {n: ("write" if i == 0 else "null") for i, n in enumerate(names)}
     exe = s.bind(None, args, args_grad=grads, grad_req=reqs)
     got = exe.forward(is_train=True)[0].asnumpy()
     close(got, out)
-    exe.backward([nd.array(og)] if og is not None else None)
+    exe.backward([as_nd(og)] if og is not None else None)
     close(grads[names[0]].asnumpy(), grad, rtol=1e-5, atol=1e-6)
 
 
@@ -344,11 +345,11 @@ MX_MOMENTS = [
 def test_moments_match_mxnet(params, hm, hv, mean, var, grad):
     s = sym.moments(sym.Variable("x"), **params)
     gx = nd.zeros(X3.shape)
-    exe = s.bind(None, {"x": nd.array(X3)}, args_grad={"x": gx})
+    exe = s.bind(None, {"x": as_nd(X3)}, args_grad={"x": gx})
     m, v = (o.asnumpy() for o in exe.forward(is_train=True))
     close(m, mean)
     close(v, var)
-    exe.backward([nd.array(hm), nd.array(hv)])
+    exe.backward([as_nd(hm), as_nd(hv)])
     close(gx.asnumpy(), grad)
 
 
