@@ -1,0 +1,185 @@
+"""The index operators of the reduce family (where, take, pick, batch_take, one_hot,
+argmax_channel, ...): values against numpy and against cases computed with MXNet 1.9.1,
+gradients against finite differences, and out-of-range indices (never read out of bounds)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nnsym import nd, sym
+from nnsym.test_utils import check_numeric_gradient
+
+A = np.arange(12, dtype=np.float32).reshape(3, 4)
+# Odd indices: negative, past the end, fractional (truncated), NaN/Inf (read as 0).
+ODD = np.array([[-1, 5], [1.7, -1.5]], np.float32)
+
+# Computed with MXNet 1.9.1 (~/mxref: mxnet 1.9.1, numpy 1.23), e.g.
+#   mx.nd.take(mx.nd.array(np.arange(12).reshape(3, 4)), mx.nd.array(ODD), axis=1).asnumpy()
+MX_TAKE = {
+    (1, "clip"): [[[0.0, 3.0], [1.0, 0.0]], [[4.0, 7.0], [5.0, 4.0]], [[8.0, 11.0], [9.0, 8.0]]],
+    (1, "wrap"): [[[3.0, 1.0], [1.0, 3.0]], [[7.0, 5.0], [5.0, 7.0]], [[11.0, 9.0], [9.0, 11.0]]],
+    (0, "wrap"): [[[8.0, 9.0, 10.0, 11.0], [8.0, 9.0, 10.0, 11.0]],
+                  [[4.0, 5.0, 6.0, 7.0], [8.0, 9.0, 10.0, 11.0]]],
+}
+
+
+@pytest.mark.parametrize(("axis", "mode"), list(MX_TAKE))
+def test_take_matches_mxnet(axis, mode):
+    got = nd.take(nd.array(A), nd.array(ODD), axis=axis, mode=mode).asnumpy()
+    np.testing.assert_array_equal(got, np.array(MX_TAKE[axis, mode], np.float32))
+
+
+def test_take_int_indices_and_dtype():
+    idx = nd.array(np.array([[1, 2]], np.int32), dtype="int32")
+    out = nd.take(nd.array(A.astype(np.float64), dtype="float64"), idx, axis=-1)
+    assert out.dtype == np.float64
+    assert out.shape == (3, 1, 2)
+    np.testing.assert_array_equal(out.asnumpy(), np.take(A, [[1, 2]], axis=-1))
+
+
+def test_take_raise_mode_clips_here():
+    # MXNet raises on an out-of-range index in mode "raise"; nnsym's kernels clip.
+    got = nd.take(nd.array(A), nd.array([7.0, -3.0]), axis=0, mode="raise").asnumpy()
+    np.testing.assert_array_equal(got, A[[2, 0]])
+
+
+def test_non_finite_indices_are_index_zero_and_stay_in_bounds():
+    idx = np.array([np.nan, np.inf, -np.inf, 1e30, -1e30], np.float32)
+    for mode in ("clip", "wrap"):
+        got = nd.take(nd.array(A), nd.array(idx), axis=1, mode=mode).asnumpy()
+        if mode == "clip":
+            want = A[:, [0, 0, 0, 0, 0]]
+        else:
+            want = A[:, [0, 0, 0, 0, 0]]
+        np.testing.assert_array_equal(got, want)
+    got = nd.pick(nd.array(A), nd.array(idx[:3]), axis=1).asnumpy()
+    np.testing.assert_array_equal(got, A[:, 0])
+    oh = nd.one_hot(nd.array(idx), depth=3).asnumpy()
+    np.testing.assert_array_equal(oh, np.zeros((5, 3), np.float32))
+
+
+def test_take_huge_indices_stay_in_bounds():
+    big = np.array([1e18, -1e18, 2**40], np.float64)
+    got = nd.take(nd.array(A), nd.array(big, dtype="float64"), axis=0).asnumpy()
+    np.testing.assert_array_equal(got, A[[2, 0, 2]])
+    got = nd.take(nd.array(A), nd.array(big, dtype="float64"), axis=0, mode="wrap").asnumpy()
+    np.testing.assert_array_equal(got, A[[int(1e18) % 3, (-int(1e18)) % 3, 2**40 % 3]])
+
+
+def test_pick_matches_mxnet():
+    # mx.nd.pick(a, mx.nd.array([-1, 5, 1.6]), axis=1[, mode='wrap']), a = arange(12) as 3x4
+    idx = nd.array([-1, 5, 1.6])
+    np.testing.assert_array_equal(nd.pick(nd.array(A), idx, axis=1).asnumpy(), [0, 7, 9])
+    np.testing.assert_array_equal(nd.pick(nd.array(A), idx, axis=1, mode="wrap").asnumpy(),
+                                  [3, 5, 9])
+    got = nd.pick(nd.array(A), nd.array([[-1, 5, 1.6, 2]]), axis=0, keepdims=True).asnumpy()
+    np.testing.assert_array_equal(got, [[0, 9, 6, 11]])
+    # the alias
+    got = nd.choose_element_0index(nd.array(A), nd.array([3, 2, 1])).asnumpy()
+    np.testing.assert_array_equal(got, [3, 6, 9])
+
+
+def test_pick_against_numpy():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 5, 3)).astype(np.float32)
+    idx = rng.integers(0, 5, size=(2, 3)).astype(np.float32)
+    got = nd.pick(nd.array(x), nd.array(idx), axis=1).asnumpy()
+    want = np.take_along_axis(x, idx.astype(np.int64)[:, None, :], axis=1)[:, 0, :]
+    np.testing.assert_array_equal(got, want)
+
+
+def test_one_hot_matches_mxnet():
+    # mx.nd.one_hot(mx.nd.array([-1, 0, 2.7, 3, 5]), 4, on_value=3, off_value=-1, dtype='int32')
+    got = nd.one_hot(nd.array([-1, 0, 2.7, 3, 5]), depth=4, on_value=3, off_value=-1, dtype="int32")
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(
+        got.asnumpy(),
+        [[-1, -1, -1, -1], [3, -1, -1, -1], [-1, -1, 3, -1], [-1, -1, -1, 3], [-1, -1, -1, -1]],
+    )
+    assert nd.one_hot(nd.array([[1, 2]]), depth=3).shape == (1, 2, 3)
+
+
+def test_batch_take_matches_mxnet():
+    # mx.nd.batch_take(a, mx.nd.array([-1, 5, 2], dtype='int32'))
+    got = nd.batch_take(nd.array(A), nd.array(np.array([-1, 5, 2], np.int32), dtype="int32"))
+    np.testing.assert_array_equal(got.asnumpy(), [0, 7, 10])
+
+
+def test_where_matches_mxnet():
+    # mx.nd.where(mx.nd.array([1, 0, 1]), a, -a) and a same-shape condition
+    got = nd.where(nd.array([1, 0, 1]), nd.array(A), nd.array(-A)).asnumpy()
+    np.testing.assert_array_equal(got, np.where(np.array([1, 0, 1])[:, None] != 0, A, -A))
+    got = nd.where(nd.array([[1, 0], [0, 2]]), nd.array([[1, 2], [3, 4]]),
+                   nd.array([[5, 6], [7, 8]])).asnumpy()
+    np.testing.assert_array_equal(got, [[1, 6], [7, 4]])
+
+
+def test_where_shape_rules():
+    c, x, y = sym.Variable("c"), sym.Variable("x"), sym.Variable("y")
+    w = sym.where(c, x, y)
+    args, outs, _ = w.infer_shape(x=(3, 4), c=(3,))
+    assert outs == [(3, 4)]
+    assert args[1:] == [(3, 4), (3, 4)]
+    with pytest.raises(Exception, match="condition"):
+        w.infer_shape(x=(3, 4), c=(4,))
+
+
+def test_argmax_channel_matches_mxnet():
+    # mx.nd.argmax_channel(mx.nd.array([[[1, 5], [3, 2], [3, 7]]])) -> [[1, 2]]
+    got = nd.argmax_channel(nd.array([[[1, 5], [3, 2], [3, 7]]])).asnumpy()
+    np.testing.assert_array_equal(got, [[1, 2]])
+    x = np.random.default_rng(1).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    np.testing.assert_array_equal(nd.argmax_channel(nd.array(x)).asnumpy(), x.argmax(1))
+
+
+def _grad(s, args, wrt, head):
+    grads = {k: nd.zeros(args[k].shape) for k in wrt}
+    exe = s.bind(None, {k: nd.array(v) for k, v in args.items()}, args_grad=grads,
+                 grad_req={k: ("write" if k in wrt else "null") for k in args})
+    exe.forward(is_train=True)
+    exe.backward(nd.array(head))
+    return {k: g.asnumpy() for k, g in grads.items()}
+
+
+def test_gradients_match_mxnet():
+    a, i = sym.Variable("a"), sym.Variable("i")
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    # take(x, [[1, 1], [3, -2]], axis=1).backward(arange(12) as 3x2x2) in MXNet
+    g = _grad(sym.take(a, i, axis=1), {"a": x, "i": np.array([[1, 1], [3, -2]], np.float32)},
+              ["a"], np.arange(12, dtype=np.float32).reshape(3, 2, 2))
+    np.testing.assert_array_equal(
+        g["a"], [[3, 1, 0, 2], [7, 9, 0, 6], [11, 17, 0, 10]])
+    # pick(x, [0, 3, 3, 1], axis=0).backward([1, 2, 3, 4])
+    g = _grad(sym.pick(a, i, axis=0), {"a": x, "i": np.array([0, 3, 3, 1], np.float32)},
+              ["a"], np.array([1, 2, 3, 4], np.float32))
+    np.testing.assert_array_equal(g["a"], [[1, 0, 0, 0], [0, 0, 0, 4], [0, 2, 3, 0]])
+    # where([1, 0, 1], x, y).backward([[1, 2], [3, 4], [5, 6]])
+    c, xs, ys = sym.Variable("c"), sym.Variable("x"), sym.Variable("y")
+    g = _grad(sym.where(c, xs, ys), {"c": np.array([1, 0, 1], np.float32),
+                                     "x": np.ones((3, 2), np.float32),
+                                     "y": np.ones((3, 2), np.float32)},
+              ["x", "y"], np.array([[1, 2], [3, 4], [5, 6]], np.float32))
+    np.testing.assert_array_equal(g["x"], [[1, 2], [0, 0], [5, 6]])
+    np.testing.assert_array_equal(g["y"], [[0, 0], [3, 4], [0, 0]])
+
+
+@pytest.mark.parametrize("mode", ["clip", "wrap"])
+def test_take_and_pick_gradients_finite_differences(mode):
+    rng = np.random.default_rng(2)
+    a, i = sym.Variable("a"), sym.Variable("i")
+    x = rng.standard_normal((3, 4, 2))
+    idx = np.array([[-1, 2, 5], [0, 0, 3]], np.float64)
+    check_numeric_gradient(sym.take(a, i, axis=1, mode=mode), {"a": x, "i": idx},
+                           grad_nodes=["a"], rtol=1e-5)
+    pidx = np.array([[-1, 2], [5, 3], [1, 1]], np.float64)
+    check_numeric_gradient(sym.pick(a, i, axis=1, mode=mode), {"a": x, "i": pidx},
+                           grad_nodes=["a"], rtol=1e-5)
+
+
+def test_empty_axis_gives_zeros_not_a_read():
+    x = np.zeros((3, 0), np.float32)
+    got = nd.take(nd.array(x), nd.array([0, 1]), axis=1)
+    assert got.shape == (3, 2)
+    np.testing.assert_array_equal(got.asnumpy(), np.zeros((3, 2), np.float32))
+
