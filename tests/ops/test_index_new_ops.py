@@ -183,3 +183,81 @@ def test_empty_axis_gives_zeros_not_a_read():
     assert got.shape == (3, 2)
     np.testing.assert_array_equal(got.asnumpy(), np.zeros((3, 2), np.float32))
 
+
+# sort / argsort / topk. X has ties; MXNet 1.9.1 keeps tied elements in their original order
+# in both directions. Literals from e.g. mx.nd.topk(mx.nd.array(X), k=2).asnumpy().
+X = np.array([[3, 1, 3, 2, 1, 3], [0, 5, 5, 0, 2, 2]], np.float32)
+MX_SORT = [
+    ("topk", {"k": 2}, [[0, 2], [1, 2]]),
+    ("topk", {"k": 2, "is_ascend": True}, [[1, 4], [0, 3]]),
+    ("topk", {"k": 2, "ret_typ": "mask"}, [[1, 0, 1, 0, 0, 0], [0, 1, 1, 0, 0, 0]]),
+    ("topk", {"k": 0, "ret_typ": "value"}, [[3, 3, 3, 2, 1, 1], [5, 5, 2, 2, 0, 0]]),
+    ("topk", {"k": 2, "axis": 0, "ret_typ": "value"},
+     [[3, 5, 5, 2, 2, 3], [0, 1, 3, 0, 1, 2]]),
+    ("topk", {"k": 3, "axis": None, "ret_typ": "value"}, [5, 5, 3]),
+    ("topk", {"k": 2, "axis": None}, [7, 8]),
+    ("topk", {"k": 2, "axis": None, "ret_typ": "mask"},
+     [[0, 0, 0, 0, 0, 0], [0, 1, 1, 0, 0, 0]]),
+    ("sort", {}, [[1, 1, 2, 3, 3, 3], [0, 0, 2, 2, 5, 5]]),
+    ("sort", {"is_ascend": False}, [[3, 3, 3, 2, 1, 1], [5, 5, 2, 2, 0, 0]]),
+    ("sort", {"axis": None}, [0, 0, 1, 1, 2, 2, 2, 3, 3, 3, 5, 5]),
+    ("argsort", {}, [[1, 4, 3, 0, 2, 5], [0, 3, 4, 5, 1, 2]]),
+    ("argsort", {"is_ascend": False}, [[0, 2, 5, 3, 1, 4], [1, 2, 4, 5, 0, 3]]),
+    ("argsort", {"axis": None}, [6, 9, 1, 4, 3, 10, 11, 0, 2, 5, 7, 8]),
+]
+
+
+@pytest.mark.parametrize(("name", "params", "want"), MX_SORT)
+def test_sort_family_matches_mxnet(name, params, want):
+    got = getattr(nd, name)(nd.array(X), **params)
+    assert got.dtype == np.float32  # values, masks and (by default) positions
+    np.testing.assert_array_equal(got.asnumpy(), np.array(want, np.float32))
+
+
+def test_topk_both_and_dtypes():
+    v, i = nd.topk(nd.array(X), k=2, ret_typ="both")
+    np.testing.assert_array_equal(v.asnumpy(), [[3, 3], [5, 5]])
+    np.testing.assert_array_equal(i.asnumpy(), [[0, 2], [1, 2]])
+    assert i.dtype == np.float32
+    got = nd.topk(nd.array(X.astype(np.int32), dtype="int32"), k=2, dtype="int64")
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got.asnumpy(), [[0, 2], [1, 2]])
+    # the mask keeps the data's dtype whatever dtype says (MXNet 1.9.1)
+    assert nd.topk(nd.array(X), k=2, ret_typ="mask", dtype="int32").dtype == np.float32
+    assert nd.argsort(nd.array(X), dtype="int32").dtype == np.int32
+
+
+def test_sort_against_numpy_and_nan_last():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((3, 40, 2)).astype(np.float32)
+    np.testing.assert_array_equal(nd.sort(nd.array(x), axis=1).asnumpy(), np.sort(x, axis=1))
+    np.testing.assert_array_equal(nd.argsort(nd.array(x), axis=1, dtype="int64").asnumpy(),
+                                  np.argsort(x, axis=1, kind="stable"))
+    y = np.array([[np.nan, 1, 3], [2, np.nan, -np.inf]], np.float32)
+    np.testing.assert_array_equal(nd.sort(nd.array(y)).asnumpy(), np.sort(y, axis=1))
+    np.testing.assert_array_equal(nd.sort(nd.array(y), is_ascend=False).asnumpy(),
+                                  [[np.nan, 3, 1], [np.nan, 2, -np.inf]])
+
+
+def test_topk_value_gradient_matches_mxnet():
+    # y = [[3, 1, 2], [0, 5, 4]]; topk(y, k=2, ret_typ='value').backward([[1, 2], [3, 4]])
+    a = sym.Variable("a")
+    y = np.array([[3, 1, 2], [0, 5, 4]], np.float32)
+    head = np.array([[1, 2], [3, 4]], np.float32)
+    for ret in ("value", "both"):
+        s = sym.topk(a, k=2, ret_typ=ret)
+        if ret == "both":
+            s = s[0]
+        g = _grad(s, {"a": y}, ["a"], head)
+        np.testing.assert_array_equal(g["a"], [[1, 0, 2], [0, 3, 4]])
+
+
+@pytest.mark.parametrize("axis", [0, 1, None])
+def test_sort_and_topk_gradients_finite_differences(axis):
+    a = sym.Variable("a")
+    x = np.random.default_rng(4).standard_normal((3, 4))
+    check_numeric_gradient(sym.sort(a, axis=axis, is_ascend=False), {"a": x},
+                           grad_nodes=["a"], rtol=1e-5)
+    check_numeric_gradient(sym.topk(a, axis=axis, k=2, ret_typ="value"), {"a": x},
+                           grad_nodes=["a"], rtol=1e-5)
+
