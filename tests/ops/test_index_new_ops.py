@@ -261,3 +261,18 @@ def test_sort_and_topk_gradients_finite_differences(axis):
     check_numeric_gradient(sym.topk(a, axis=axis, k=2, ret_typ="value"), {"a": x},
                            grad_nodes=["a"], rtol=1e-5)
 
+
+def test_nansum_nanprod_match_mxnet():
+    # x = [[nan, 2, 3], [nan, nan, nan]]: mx.nd.nansum(x, axis=1) -> [5, 0], nanprod -> [6, 1];
+    # backward of ([1, 2]): nansum [[0, 1, 1], [0, 0, 0]], nanprod [[0, 3, 2], [0, 0, 0]]
+    x = np.array([[np.nan, 2, 3], [np.nan, np.nan, np.nan]], np.float32)
+    np.testing.assert_array_equal(nd.nansum(nd.array(x), axis=1).asnumpy(), [5, 0])
+    np.testing.assert_array_equal(nd.nanprod(nd.array(x), axis=1).asnumpy(), [6, 1])
+    np.testing.assert_array_equal(nd.nansum(nd.array(x)).asnumpy(), [5])
+    np.testing.assert_array_equal(nd.nansum(nd.array(x), axis=0).asnumpy(), [0, 2, 3])
+    a = sym.Variable("a")
+    head = np.array([1, 2], np.float32)
+    g = _grad(sym.nansum(a, axis=1), {"a": x}, ["a"], head)
+    np.testing.assert_array_equal(g["a"], [[0, 1, 1], [0, 0, 0]])
+    g = _grad(sym.nanprod(a, axis=1), {"a": x}, ["a"], head)
+    np.testing.assert_array_equal(g["a"], [[0, 3, 2], [0, 0, 0]])
