@@ -13,7 +13,7 @@ from nnsym.ops.nn import (  # noqa: F401
     loss,
     lrn,
 )
-from nnsym.ops.reduce import broadcast_reduce, index, indexing, sort  # noqa: F401
+from nnsym.ops.reduce import broadcast_reduce, gather_nd, index, indexing, sort  # noqa: F401
 from nnsym.ops.shape import cast, join, reshape, slicing, transpose  # noqa: F401
 from nnsym.ops.storage import sparse_defs  # noqa: F401
 

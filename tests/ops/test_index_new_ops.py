@@ -276,3 +276,42 @@ def test_nansum_nanprod_match_mxnet():
     np.testing.assert_array_equal(g["a"], [[0, 1, 1], [0, 0, 0]])
     g = _grad(sym.nanprod(a, axis=1), {"a": x}, ["a"], head)
     np.testing.assert_array_equal(g["a"], [[0, 3, 2], [0, 0, 0]])
+
+
+def test_gather_nd_scatter_nd_match_mxnet():
+    d = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    # mx.nd.gather_nd(d, mx.nd.array([[1, 0, -1], [2, 1, 1.7]])): -1 counts from the end
+    got = nd.gather_nd(nd.array(d), nd.array([[1, 0, -1], [2, 1, 1.7]])).asnumpy()
+    np.testing.assert_array_equal(got, [[20, 21, 22, 23], [4, 5, 6, 7], [16, 17, 18, 19]])
+    assert nd.gather_nd(nd.array(d), nd.array([[1, 0], [2, 1]])).shape == (2, 4)
+    assert nd.gather_nd(nd.array([1, 2, 3]), nd.array([[2]])).shape == (1,)
+    # mx.nd.scatter_nd(mx.nd.array([1, 2, 3]), mx.nd.array([[0, 1, 1], [1, 0, 1]]), shape=(2, 2))
+    got = nd.scatter_nd(nd.array([1, 2, 3]), nd.array([[0, 1, 1], [1, 0, 1]]), shape=(2, 2))
+    np.testing.assert_array_equal(got.asnumpy(), [[0, 1], [2, 3]])
+    got = nd.scatter_nd(nd.array([[1, 2], [3, 4]]), nd.array([[0, 1]]), shape=(2, 2))
+    np.testing.assert_array_equal(got.asnumpy(), [[1, 2], [3, 4]])
+    # out-of-range components are clipped here (MXNet raises, or writes out of bounds)
+    got = nd.gather_nd(nd.array(d), nd.array([[7], [-9]])).asnumpy()
+    np.testing.assert_array_equal(got, d[1, 0][None])
+    got = nd.scatter_nd(nd.array([5.0]), nd.array([[9], [-9]]), shape=(2, 2)).asnumpy()
+    np.testing.assert_array_equal(got, [[0, 0], [5, 0]])
+
+
+def test_gather_nd_scatter_nd_gradients_match_mxnet():
+    a, i = sym.Variable("a"), sym.Variable("i")
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    # gather_nd(x, [[0, 0, 1], [1, 1, 2]]).backward([1, 2, 3]) in MXNet
+    g = _grad(sym.gather_nd(a, i), {"a": x, "i": np.array([[0, 0, 1], [1, 1, 2]], np.float32)},
+              ["a"], np.array([1, 2, 3], np.float32))
+    np.testing.assert_array_equal(g["a"], [[0, 3, 0], [0, 0, 3]])
+    # scatter_nd([1, 2, 3], [[0, 1, 1], [1, 0, 1]], shape=(2, 2)).backward([[1, 2], [3, 4]])
+    g = _grad(sym.scatter_nd(a, i, shape=(2, 2)),
+              {"a": np.array([1, 2, 3], np.float32),
+               "i": np.array([[0, 1, 1], [1, 0, 1]], np.float32)},
+              ["a"], np.array([[1, 2], [3, 4]], np.float32))
+    np.testing.assert_array_equal(g["a"], [2, 3, 4])
+    rng = np.random.default_rng(5)
+    check_numeric_gradient(sym.gather_nd(a, i),
+                           {"a": rng.standard_normal((3, 4, 2)),
+                            "i": np.array([[0, 2, 2, -1], [1, 3, 3, 0]], np.float64)},
+                           grad_nodes=["a"], rtol=1e-5)
