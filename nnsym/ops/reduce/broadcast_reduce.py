@@ -192,6 +192,11 @@ REDUCTIONS: tuple[Reduction, ...] = (
               "Minimum over the given axes (NaN propagates)."),
     Reduction("prod", (), lambda x, a, k: np.prod(x, axis=a, keepdims=k, dtype=x.dtype), False,
               "Product over the given axes (accumulated in the data's type)."),
+    Reduction("nansum", (), lambda x, a, k: np.nansum(x, axis=a, keepdims=k, dtype=x.dtype),
+              False, "Sum over the given axes, NaN counted as zero."),
+    Reduction("nanprod", (),
+              lambda x, a, k: np.nanprod(x, axis=a, keepdims=k, dtype=x.dtype), False,
+              "Product over the given axes, NaN counted as one."),
 )
 # fmt: on
 
@@ -296,7 +301,7 @@ def _limit(dtype: np.dtype, high: bool) -> str:
 
 def reduce_lowering(call: KernelCall, op: str, axes: tuple[int, ...]) -> Lowered:
     """One reduction kernel over the input's ``axes`` (numpy axes, non-negative); ``op`` is one
-    of sum, mean, prod, max, min, norm1, norm2, argmax, argmin."""
+    of sum, mean, prod, nansum, nanprod, max, min, norm1, norm2, argmax, argmin."""
     if size(call.out_shapes[0]) == 0:
         return Lowered()
     shape, dt = call.in_shapes[0], call.in_dtypes[0]
@@ -323,9 +328,9 @@ def reduce_lowering(call: KernelCall, op: str, axes: tuple[int, ...]) -> Lowered
     outer = list(zip(rows[:-1], strides[:-1]))
     kept = [x for (d, r), s in outer if not r for x in (d, s)]
     red = [x for (d, r), s in outer if r for x in (d, s)]
-    if op in ("sum", "mean", "prod"):
+    if op in ("sum", "mean", "prod", "nansum", "nanprod"):
         acc = "double" if dt.kind == "f" else "uint64_t"
-        init = "1" if op == "prod" else "0"
+        init = "1" if op in ("prod", "nanprod") else "0"
     elif op in ("norm1", "norm2"):
         acc, init = "double", "0"
     else:
@@ -454,6 +459,10 @@ REDUCE_GRADS: dict[str, GradFn] = {
                                "Gradient of min: to every element equal to the minimum."),
     "prod": _reduction_gradient("prod", ReduceAxesParams, "g * y / x",
                                 "Gradient of prod: g * prod / x (as MXNet; undefined at x = 0)."),
+    "nansum": _reduction_gradient("nansum", ReduceAxesParams, "x != x ? 0 : g",
+                                  "Gradient of nansum: the output gradient, 0 at NaN."),
+    "nanprod": _reduction_gradient("nanprod", ReduceAxesParams, "x != x ? 0 : g * y / x",
+                                   "Gradient of nanprod: g * nanprod / x, 0 at NaN."),
 }
 NORM_GRADS = {
     1: _reduction_gradient("norm1", NormParams, "x > 0 ? g : (x < 0 ? -g : 0)",
