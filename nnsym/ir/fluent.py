@@ -228,35 +228,46 @@ def install(cls: type, table: dict[str, tuple[str, tuple[str, ...]]], functions:
 
 
 @functools.lru_cache(maxsize=1)
-def _mxnet_signatures() -> dict[str, list[str]]:
-    """Per MXNet 1.9.1 operator name, the positional-or-keyword arguments of its generated
-    Python function (inputs, then parameters, in MXNet's order; ``out``/``name`` left out), as
+def _mxnet_signatures() -> dict[str, dict[str, list[str]]]:
+    """Per MXNet 1.9.1 operator name: ``args``, the positional-or-keyword arguments of its
+    generated Python function (inputs, then parameters, in MXNet's order; ``out``/``name`` left
+    out), and ``inputs``, those that are inputs (default None rather than ``_Null``), as
     ``inspect.signature`` gives them in the reference build (``mxnet_signatures.json``)."""
-    data: dict[str, list[str]] = json.loads(
+    data: dict[str, dict[str, list[str]]] = json.loads(
         Path(__file__).with_name("mxnet_signatures.json").read_text())
     return data
 
 
 def split_positional(names: Sequence[str], args: Sequence[Any], kwargs: dict[str, Any],
                      is_array: Callable[[Any], bool]) -> tuple[list[Any], dict[str, Any]]:
-    """``op(*args, **kwargs)`` with positional parameters (``nd.one_hot(x, 4)``): the leading
-    arrays stay positional inputs, everything from the first non-array on is named by MXNet's
-    argument order for the first of ``names`` (operator name, then canonical name) that MXNet
-    has. TypeError where MXNet has no such signature or too many are given."""
-    sig = next((_mxnet_signatures()[n] for n in names if n in _mxnet_signatures()), None)
-    if sig is None:
-        raise TypeError(f"{names[0]}: parameters must be given by keyword")
+    """``op(*args, **kwargs)`` with positional parameters (``nd.one_hot(x, 4)``), named by
+    MXNet's argument order for the first of ``names`` (operator name, then canonical name) that
+    MXNet has: positional inputs stay positional (a None input is "not given", and the inputs
+    after it are passed by name), parameters become keywords. TypeError where MXNet has no
+    such signature or too many values are given."""
+    entry = next((_mxnet_signatures()[n] for n in names if n in _mxnet_signatures()), None)
+    if entry is None:
+        if all(is_array(a) or a is None for a in args):
+            return [a for a in args if a is not None], dict(kwargs)
+        return list(args), dict(kwargs)  # the caller's own error for a non-array input
+    sig, inputs = entry["args"], set(entry["inputs"])
     pos: list[Any] = []
     kw = dict(kwargs)
+    gap = False
     for i, a in enumerate(args):
-        if is_array(a) and len(kw) == len(kwargs):
-            pos.append(a)
-            continue
         if i >= len(sig):
+            if all(n in inputs for n in sig):  # variable inputs (add_n, Concat)
+                pos.append(a)
+                continue
             raise TypeError(f"{names[0]}() takes at most {len(sig)} positional arguments "
                             f"({', '.join(sig)}), {len(args)} given")
-        if sig[i] in kw:
-            raise TypeError(f"{names[0]}() got multiple values for argument {sig[i]!r}")
-        if a is not None:  # None is "not given" (an input left to a new variable), as MXNet
-            kw[sig[i]] = a
+        n = sig[i]
+        if n in kw:
+            raise TypeError(f"{names[0]}() got multiple values for argument {n!r}")
+        if a is None:  # "not given", as MXNet: an input left to a new variable, a default
+            gap = gap or n in inputs
+        elif n in inputs and not gap:
+            pos.append(a)  # the caller checks it is an array
+        else:
+            kw[n] = a
     return pos, kw
