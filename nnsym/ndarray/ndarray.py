@@ -100,7 +100,18 @@ class NDArray:
             raise TypeError("len() of a 0-d NDArray")
         return self.shape[0]
 
+    def __iter__(self) -> Any:
+        """The sub-arrays along the first axis (MXNet iterates through ``self[i]``)."""
+        return (self[i] for i in range(len(self)))
+
+    # MXNet 1.x: hashable by identity although ``==`` is elementwise (``x in list`` compares
+    # elementwise after the identity check, as MXNet does).
+    def __hash__(self) -> int:
+        return id(self) // 16
+
     def __bool__(self) -> bool:
+        if self.size == 0:
+            return False
         if self.size != 1:
             raise ValueError(
                 "The truth value of an NDArray with multiple elements is ambiguous."
@@ -261,6 +272,41 @@ class NDArray:
     def __rpow__(self, o: Any) -> NDArray:
         return self._binary(o, "broadcast_power", "_power_scalar", "_rpower_scalar", True)
 
+    def __mod__(self, o: Any) -> NDArray:
+        return self._binary(o, "broadcast_mod", "_mod_scalar")
+
+    def __rmod__(self, o: Any) -> NDArray:
+        return self._binary(o, "broadcast_mod", "_mod_scalar", "_rmod_scalar", True)
+
+    # Comparisons (MXNet's equal/not_equal/...: broadcast_<op> for two arrays, _<op>_scalar
+    # for a number; a number on the left reaches the mirrored method, 2 < x -> x > 2). The
+    # result is 1/0 in the input's dtype. Other operand types raise TypeError, as in MXNet.
+    def _compare(self, other: Any, name: str) -> NDArray:
+        if isinstance(other, bool):
+            other = int(other)
+        res = self._binary(other, f"broadcast_{name}", f"_{name}_scalar")
+        if res is NotImplemented:
+            raise TypeError(f"type {type(other)} not supported")
+        return res
+
+    def __eq__(self, o: Any) -> NDArray:  # type: ignore[override]
+        return self._compare(o, "equal")
+
+    def __ne__(self, o: Any) -> NDArray:  # type: ignore[override]
+        return self._compare(o, "not_equal")
+
+    def __gt__(self, o: Any) -> NDArray:
+        return self._compare(o, "greater")
+
+    def __ge__(self, o: Any) -> NDArray:
+        return self._compare(o, "greater_equal")
+
+    def __lt__(self, o: Any) -> NDArray:
+        return self._compare(o, "lesser")
+
+    def __le__(self, o: Any) -> NDArray:
+        return self._compare(o, "lesser_equal")
+
     def __neg__(self) -> NDArray:
         return invoke("_mul_scalar", [self], {"scalar": -1.0, "is_int": False})[0]
 
@@ -278,6 +324,9 @@ class NDArray:
 
     def __itruediv__(self, o: Any) -> NDArray:
         return self._inplace(self / o)
+
+    def __imod__(self, o: Any) -> NDArray:
+        return self._inplace(self % o)
 
     def _inplace(self, result: NDArray) -> NDArray:
         if result.shape != self.shape:
@@ -569,6 +618,8 @@ class GPUNDArray(NDArray):
         return f"\n{self.asnumpy()}\n<NDArray {shape} @{self._ctx}>"
 
     def __bool__(self) -> bool:
+        if self.size == 0:
+            return False
         if self.size != 1:
             raise ValueError("The truth value of an NDArray with multiple elements is ambiguous.")
         return bool(self.asscalar())

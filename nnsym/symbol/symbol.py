@@ -298,6 +298,40 @@ class Symbol:
     def __rpow__(self, other: Any) -> Symbol:
         return _arith(self, other, None, "_rpower_scalar")
 
+    def __mod__(self, other: Any) -> Symbol:
+        return _arith(self, other, "_Mod", "_ModScalar")
+
+    def __rmod__(self, other: Any) -> Symbol:
+        return _arith(self, other, None, "_RModScalar")
+
+    # Comparisons: _equal (no broadcasting) for two symbols, _equal_scalar for a number (a
+    # number on the left reaches the mirrored method: 2 < x is x > 2); other operands raise
+    # TypeError, as in MXNet.
+    def __eq__(self, other: Any) -> Symbol:  # type: ignore[override]
+        return _compare(self, other, "_equal")
+
+    def __ne__(self, other: Any) -> Symbol:  # type: ignore[override]
+        return _compare(self, other, "_not_equal")
+
+    def __gt__(self, other: Any) -> Symbol:
+        return _compare(self, other, "_greater")
+
+    def __ge__(self, other: Any) -> Symbol:
+        return _compare(self, other, "_greater_equal")
+
+    def __lt__(self, other: Any) -> Symbol:
+        return _compare(self, other, "_lesser")
+
+    def __le__(self, other: Any) -> Symbol:
+        return _compare(self, other, "_lesser_equal")
+
+    # MXNet 1.9.1's Symbol is unhashable (it overrides __eq__ only); here it stays hashable by
+    # identity so symbols can still key dicts and sets.
+    __hash__ = object.__hash__
+
+    def __bool__(self) -> bool:
+        raise NotImplementedForSymbol("bool")
+
     def __neg__(self) -> Symbol:
         return self.__mul__(-1.0)
 
@@ -778,6 +812,21 @@ def _arith(lhs: Symbol, rhs: Any, sym_fn: str | None, scalar_fn: str) -> Symbol:
     if isinstance(rhs, (int, float, np.number)) and not isinstance(rhs, bool):
         return apply_op(get_op(scalar_fn), scalar_fn.lower(), [lhs], {"scalar": rhs})
     return NotImplemented  # type: ignore[no-any-return]
+
+
+class NotImplementedForSymbol(NNSymError, TypeError):
+    """An NDArray-only Python operation applied to a Symbol (MXNet's NotImplementedForSymbol)."""
+
+    def __init__(self, function: str) -> None:
+        super().__init__(f'Function {function} (namely operator "{function}") is not '
+                         "implemented for Symbol and only available in NDArray.")
+
+
+def _compare(lhs: Symbol, rhs: Any, name: str) -> Symbol:
+    res = _arith(lhs, int(rhs) if isinstance(rhs, bool) else rhs, name, f"{name}_scalar")
+    if res is NotImplemented:
+        raise TypeError(f"type {type(rhs)} not supported")
+    return res
 
 
 def copy_symbol(s: Symbol) -> Symbol:

@@ -171,6 +171,8 @@ MXNET_SPARSE = {
     "clip", "cos", "elemwise_add", "elemwise_div", "elemwise_mul", "elemwise_sub", "exp",
     "expm1", "floor", "log", "log1p", "mean", "negative", "norm", "relu", "round", "rsqrt",
     "sigmoid", "sign", "sin", "sqrt", "square", "sum", "tanh",
+    "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctanh", "cbrt", "cosh", "degrees",
+    "fix", "gamma", "gammaln", "log10", "radians", "rint", "sinh", "tan", "trunc",
 }  # fmt: skip
 # Deliberate additions (docs/differences-from-mxnet.md): MXNet's sparse-operator tutorial
 # registers contrib.quadratic as ``quadratic`` with sparse kernels; nnsym ships that name.

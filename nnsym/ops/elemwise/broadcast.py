@@ -12,9 +12,14 @@ from typing import Any, NamedTuple
 from nnsym.ir.graph import Entry
 from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, register, same_dtype
 from nnsym.ir.spec import KernelCall, Lowered
-from nnsym.ops.common.grad import GradFn, node_gradient
+from nnsym.ops.common.grad import GradFn, no_gradient, node_gradient
 from nnsym.ops.common.lowering import binary_grad_launch
-from nnsym.ops.elemwise.elemwise import BINARY_BY_NAME, binary_kernel, binary_reference
+from nnsym.ops.elemwise.elemwise import (
+    BINARY_BY_NAME,
+    COMPARISONS,
+    binary_kernel,
+    binary_reference,
+)
 from nnsym.types import shape_str
 
 # ---------------------------------------------------------------------------------------------
@@ -66,6 +71,9 @@ BROADCAST: tuple[Broadcast, ...] = (
     Broadcast("broadcast_power", (), "_power", False),
     Broadcast("broadcast_maximum", (), "_maximum", False),
     Broadcast("broadcast_minimum", (), "_minimum", False),
+    *(Broadcast(f"broadcast{name}", (), name, False) for name in COMPARISONS),
+    Broadcast("broadcast_mod", (), "_mod", False),
+    Broadcast("broadcast_hypot", (), "_hypot", False),
 )
 # fmt: on
 
@@ -125,12 +133,14 @@ for _row in BROADCAST:
             inplace=((0, 0), (1, 0)),
             expr=_ew.expr,
             kernels={DENSE: binary_kernel(_ew.name, _ew.expr)},
-            grad=broadcast_binary_gradient(_row.name, _ew.grad),
+            grad=(no_gradient if _ew.grad == ("0", "0")
+                  else broadcast_binary_gradient(_row.name, _ew.grad)),
             sparse=_row.sparse,
             reference=binary_reference(_ew.ref),
             aliases=_row.aliases,
             doc=f"Elementwise {_ew.doc} with numpy-style broadcasting.",
-            examples=_broadcast_examples(_row.name in ("broadcast_div", "broadcast_power")),
+            examples=_broadcast_examples(
+                _row.name in ("broadcast_div", "broadcast_power", "broadcast_mod")),
             bad_params=({"axis": 0},),
         )
     )

@@ -61,7 +61,7 @@ from nnsym.ops.common.exprs import (
     to_dtype,
     trunc_div,
 )
-from nnsym.ops.common.grad import binary_gradient, pass_through, unary_gradient
+from nnsym.ops.common.grad import binary_gradient, no_gradient, pass_through, unary_gradient
 from nnsym.ops.common.storage import dense_result
 from nnsym.ops.elemwise.sparse import add_n_rsp, binary_storage_kernel
 from nnsym.types import DispatchMode, SType
@@ -86,6 +86,76 @@ def unary_lowering(expr: str, fparams: tuple[str, ...] = ()) -> Kernel:
 
 # ---------------------------------------------------------------------------------------------
 # Unary operators without parameters
+
+
+def rint_half_down(x: Array) -> Array:
+    """MXNet's ``rint``: the nearer of floor and ceil, a tie going to the floor (2.5 -> 2,
+    -2.5 -> -3); numpy's ``rint`` rounds ties to even."""
+    lo, hi = np.floor(x), np.ceil(x)
+    return np.asarray(np.where(x - lo <= hi - x, lo, hi))
+
+
+def _gamma1(v: float) -> float:
+    try:
+        return math.gamma(v)
+    except ValueError:  # a pole: 0 or a negative integer
+        return math.copysign(math.inf, v) if v == 0 else math.nan
+    except OverflowError:
+        return math.inf
+
+
+def _lgamma1(v: float) -> float:
+    try:
+        return math.lgamma(v)
+    except (ValueError, OverflowError):
+        return math.inf
+
+
+# Giles' single-precision erfinv approximation (w = -log(1 - x * x)), refined by two Newton
+# steps on erf: the same arithmetic as the C/CUDA ``nnsym_erfinv`` in elemwise_unary.c.j2.
+ERFINV_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
+                  0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
+ERFINV_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844,
+               0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
+
+
+def _erfinv1(x: float) -> float:
+    if math.isnan(x) or not -1.0 <= x <= 1.0:
+        return math.nan
+    if abs(x) == 1.0:
+        return math.copysign(math.inf, x)
+    w = -math.log((1.0 - x) * (1.0 + x))
+    coef, t = (ERFINV_CENTRAL, w - 2.5) if w < 5.0 else (ERFINV_TAIL, math.sqrt(w) - 3.0)
+    q = coef[0]
+    for c in coef[1:]:
+        q = c + q * t
+    y = q * x
+    for _ in range(2):
+        y -= (math.erf(y) - x) / (1.1283791670955126 * math.exp(-y * y))
+    return y
+
+
+gamma_fn: UnaryFn = np.vectorize(_gamma1, otypes=[np.float64])
+lgamma_fn: UnaryFn = np.vectorize(_lgamma1, otypes=[np.float64])
+erfinv_fn: UnaryFn = np.vectorize(_erfinv1, otypes=[np.float64])
+
+
+def digamma_expr(v: str) -> str:
+    """A C expression for digamma(v) (gamma's and gammaln's derivatives; C has no digamma):
+    the recurrence up to v + 6, the asymptotic series there, reflection below 0.5."""
+
+    def positive(u: str) -> str:
+        z = f"({u} + 6)"
+        z2 = f"({z} * {z})"
+        series = (f"log({z}) - 0.5 / {z} - 1.0 / (12 * {z2}) + 1.0 / (120 * {z2} * {z2})"
+                  f" - 1.0 / (252 * {z2} * {z2} * {z2})"
+                  f" + 1.0 / (240 * {z2} * {z2} * {z2} * {z2})")
+        steps = " - ".join(f"1.0 / ({u} + {k})" for k in range(6))
+        return f"({series} - {steps})"
+
+    pi = "3.141592653589793"
+    return (f"({v} < 0.5 ? {positive(f'(1 - {v})')} - {pi} / tan({pi} * {v}) "
+            f": {positive(v)})")
 
 
 class Unary(NamedTuple):
@@ -139,6 +209,46 @@ UNARY: tuple[Unary, ...] = (
           doc="Smallest integer >= x."),
     Unary("round", "round(x)", "0", rounding(round_half_away), (-3.0, 3.0), ints=True,
           doc="Nearest integer, halves away from zero (MXNet/C round; numpy rounds to even)."),
+    Unary("rint", "x - floor(x) <= ceil(x) - x ? floor(x) : ceil(x)", "0",
+          rounding(rint_half_down), (-3.0, 3.0), ints=True,
+          doc="Nearest integer, halves toward -inf (MXNet's rint: 2.5 -> 2, -2.5 -> -3)."),
+    Unary("fix", "trunc(x)", "0", rounding(np.trunc), (-3.0, 3.0), ints=True,
+          doc="Nearest integer toward zero."),
+    Unary("trunc", "trunc(x)", "0", rounding(np.trunc), (-3.0, 3.0), ints=True,
+          doc="The integer part, rounded toward zero."),
+    Unary("tan", "tan(x)", "g * (y * y + 1)", math1(np.tan), (-1.2, 1.2), doc="Tangent."),
+    Unary("arcsin", "asin(x)", "g / sqrt(1 - x * x)", math1(np.arcsin), (-0.9, 0.9),
+          doc="Inverse sine, in [-pi/2, pi/2]."),
+    Unary("arccos", "acos(x)", "-g / sqrt(1 - x * x)", math1(np.arccos), (-0.9, 0.9),
+          doc="Inverse cosine, in [0, pi]."),
+    Unary("arctan", "atan(x)", "g / (x * x + 1)", math1(np.arctan), doc="Inverse tangent."),
+    Unary("sinh", "sinh(x)", "g * cosh(x)", math1(np.sinh), doc="Hyperbolic sine."),
+    Unary("cosh", "cosh(x)", "g * sinh(x)", math1(np.cosh), doc="Hyperbolic cosine."),
+    Unary("arcsinh", "asinh(x)", "g / sqrt(x * x + 1)", math1(np.arcsinh),
+          doc="Inverse hyperbolic sine."),
+    Unary("arccosh", "acosh(x)", "g / sqrt(x * x - 1)", math1(np.arccosh), (1.1, 4.0),
+          doc="Inverse hyperbolic cosine."),
+    Unary("arctanh", "atanh(x)", "g / (1 - x * x)", math1(np.arctanh), (-0.9, 0.9),
+          doc="Inverse hyperbolic tangent."),
+    Unary("degrees", "x * 57.29577951308232", "g * 57.29577951308232", math1(np.degrees),
+          doc="Radians to degrees."),
+    Unary("radians", "x * 0.017453292519943295", "g * 0.017453292519943295",
+          math1(np.radians), doc="Degrees to radians."),
+    Unary("cbrt", "cbrt(x)", "g / (3 * y * y)", math1(np.cbrt), (0.3, 3.0), doc="Cube root."),
+    Unary("rcbrt", "1 / cbrt(x)", "-g * y / (3 * x)", math1(lambda x: 1 / np.cbrt(x)),
+          (0.3, 3.0), sparse=False, doc="Reciprocal cube root 1 / cbrt(x)."),
+    Unary("log10", "log10(x)", "g / (x * 2.302585092994046)", math1(np.log10), (0.1, 4.0),
+          doc="Base-10 logarithm."),
+    Unary("gamma", "tgamma(x)", f"g * y * ({digamma_expr('x')})", math1(gamma_fn), (0.5, 3.0),
+          doc="The gamma function."),
+    Unary("gammaln", "lgamma(x)", f"g * ({digamma_expr('x')})", math1(lgamma_fn), (0.5, 3.0),
+          doc="log |gamma(x)|."),
+    Unary("erfinv", "nnsym_erfinv(x)", "g * 0.886226925452758 * exp(y * y)", math1(erfinv_fn),
+          (-0.9, 0.9), sparse=False, doc="Inverse of the Gauss error function."),
+    Unary("softsign", "x / (1 + fabs(x))", "g / ((1 + fabs(x)) * (1 + fabs(x)))",
+          math1(lambda x: x / (1 + np.abs(x))), sparse=False, doc="x / (1 + |x|)."),
+    Unary("logical_not", "x == 0 ? 1 : 0", "0", exact1(lambda x: x == 0), ints=True,
+          sparse=False, doc="1 where x is 0, else 0 (NaN counts as true), in the input's dtype."),
 )
 # fmt: on
 
@@ -218,6 +328,21 @@ QUADRATIC_EXPR = "a * x * x + b * x + c"
 QUADRATIC_GRAD = "g * (2 * a * x + b)"
 
 
+@dataclass(frozen=True, kw_only=True)
+class HardSigmoidParams(Params):
+    alpha: float = field(default=0.2, doc="Slope of hard sigmoid.")
+    beta: float = field(default=0.5, doc="Bias of hard sigmoid.")
+
+
+def hard_sigmoid_reference(p: HardSigmoidParams, x: Array) -> Array:
+    return math1(lambda v: np.clip(p.alpha * v + p.beta, 0.0, 1.0))(x)
+
+
+HARD_SIGMOID_EXPR = ("alpha * x + beta >= 1 ? 1 : (alpha * x + beta <= 0 ? 0 "
+                     ": alpha * x + beta)")
+HARD_SIGMOID_GRAD = "(y > 0 && y < 1) ? g * alpha : 0"
+
+
 # ---------------------------------------------------------------------------------------------
 # Operators with a scalar operand: _plus_scalar, _rdiv_scalar, ...
 
@@ -247,6 +372,45 @@ def scalar_dtype(p: ScalarParams, ins: list, outs: list) -> tuple[list, list]:
         return [t], [scalar_out_dtype(t, p.is_int)]
     v = t if t is not None else outs[0]
     return [v], [v]
+
+
+def mod_expr(a: str, b: str) -> str:
+    """MXNet's mod: the remainder takes the divisor's sign (numpy's ``mod``), and a zero
+    divisor gives 0."""
+    r = f"fmod({a}, {b})"
+    return f"({b}) == 0 ? 0 : (({r} != 0 && (({r} < 0) != (({b}) < 0))) ? {r} + ({b}) : {r})"
+
+
+def int_mod_expr(a: str, b: str) -> str:
+    """``mod_expr`` in integer arithmetic (C ``%`` traps on a zero divisor and INT_MIN % -1)."""
+    r = f"({a}) % ({b})"
+    return (f"(({b}) == 0 || ({b}) == -1) ? 0 : ((({r}) != 0 && ((({r}) < 0) != (({b}) < 0)))"
+            f" ? ({r}) + ({b}) : ({r}))")
+
+
+def mx_mod(a: Array, b: Array) -> Array:
+    with np.errstate(all="ignore"):
+        return np.asarray(np.where(b == 0, 0, np.mod(a, np.where(b == 0, 1, b))))
+
+
+# The comparison and logic operators (elementwise ``_equal``, broadcast ``broadcast_equal``,
+# scalar ``_equal_scalar``): 1 or 0 in the input's dtype, no gradient (MXNet's zero gradient).
+# name: (scalar alias, expression in a and b, numpy reference, doc)
+COMPARISONS: dict[str, tuple[str, str, BinaryFn, str]] = {
+    "_equal": ("_EqualScalar", "a == b ? 1 : 0", np.equal, "lhs == rhs"),
+    "_not_equal": ("_NotEqualScalar", "a != b ? 1 : 0", np.not_equal, "lhs != rhs"),
+    "_greater": ("_GreaterScalar", "a > b ? 1 : 0", np.greater, "lhs > rhs"),
+    "_greater_equal": ("_GreaterEqualScalar", "a >= b ? 1 : 0", np.greater_equal,
+                       "lhs >= rhs"),
+    "_lesser": ("_LesserScalar", "a < b ? 1 : 0", np.less, "lhs < rhs"),
+    "_lesser_equal": ("_LesserEqualScalar", "a <= b ? 1 : 0", np.less_equal, "lhs <= rhs"),
+    "_logical_and": ("_LogicalAndScalar", "(a != 0 && b != 0) ? 1 : 0",
+                     lambda a, b: (a != 0) & (b != 0), "lhs and rhs"),
+    "_logical_or": ("_LogicalOrScalar", "(a != 0 || b != 0) ? 1 : 0",
+                    lambda a, b: (a != 0) | (b != 0), "lhs or rhs"),
+    "_logical_xor": ("_LogicalXorScalar", "((a != 0) != (b != 0)) ? 1 : 0",
+                     lambda a, b: (a != 0) != (b != 0), "lhs xor rhs"),
+}
 
 
 class ScalarOp(NamedTuple):
@@ -280,6 +444,16 @@ SCALAR_OPS: tuple[ScalarOp, ...] = (
              "x >= scalar ? g : 0", exact2(nan_max), "max(x, scalar)"),
     ScalarOp("_minimum_scalar", "_MinimumScalar", "(x != x || x < (T)scalar) ? x : (T)scalar",
              "x <= scalar ? g : 0", exact2(nan_min), "min(x, scalar)"),
+    *(ScalarOp(f"{name}_scalar", alias, expr.replace("a", "x").replace("b", "(T)scalar"), "0",
+               exact2(fn), f"{doc.replace('lhs', 'x').replace('rhs', 'scalar')}")
+      for name, (alias, expr, fn, doc) in COMPARISONS.items()),
+    ScalarOp("_mod_scalar", "_ModScalar", mod_expr("x", "(T)scalar"), "g", exact2(mx_mod),
+             "x % scalar (the divisor's sign; 0 where scalar is 0)"),
+    ScalarOp("_rmod_scalar", "_RModScalar", mod_expr("(T)scalar", "x"),
+             "-g * floor(scalar / x)", exact2(lambda x, s: mx_mod(s, x)),
+             "scalar % x (the divisor's sign; 0 where x is 0)", (0.5, 3.0)),
+    ScalarOp("_hypot_scalar", "_HypotScalar", "hypot(x, (T)scalar)",
+             "g * x / hypot(x, (T)scalar)", math2(np.hypot), "sqrt(x * x + scalar * scalar)"),
 )
 # fmt: on
 
@@ -336,6 +510,13 @@ BINARY: tuple[Binary, ...] = (
            ("a <= b ? g : 0", "a > b ? g : 0"), exact2(nan_min), "min(lhs, rhs)", sparse=False),
     Binary("_power", ("_Power",), "pow(a, b)", ("g * b * pow(a, b - 1)", "g * y * log(a)"),
            math2(np.power), "lhs ** rhs", sparse=False),
+    *(Binary(name, ("_" + "_".join(w.capitalize() for w in name[1:].split("_")),), expr,
+             ("0", "0"), exact2(fn), doc, sparse=False)
+      for name, (_, expr, fn, doc) in COMPARISONS.items()),
+    Binary("_mod", ("_Mod",), mod_expr("a", "b"), ("g", "-g * floor(a / b)"), exact2(mx_mod),
+           "lhs % rhs (the divisor's sign; 0 where rhs is 0)", sparse=False),
+    Binary("_hypot", ("_Hypot",), "hypot(a, b)", ("g * a / y", "g * b / y"), math2(np.hypot),
+           "sqrt(lhs * lhs + rhs * rhs)", sparse=False),
 )
 # fmt: on
 BINARY_BY_NAME: dict[str, Binary] = {row.name: row for row in BINARY}
@@ -383,7 +564,7 @@ BINARY_STYPE_RULES: dict[str, tuple[StypeRule, ...]] = {
 
 def _binary_examples(row: Binary) -> tuple[Example, ...]:
     # One range serves both inputs; division and power keep clear of 0 and negative bases.
-    lo, hi = (0.5, 3.0) if row.name in ("elemwise_div", "_power") else (-2.0, 2.0)
+    lo, hi = (0.5, 3.0) if row.name in ("elemwise_div", "_power", "_mod") else (-2.0, 2.0)
     return (
         Example(((2, 3), (2, 3)), low=lo, high=hi),
         Example(((2, 3, 4, 5), (2, 3, 4, 5)), low=lo, high=hi),
@@ -438,10 +619,21 @@ INT_DIV_OPERANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# Integer mod in integer arithmetic (exact for int64, unlike fmod through double).
+INT_MOD_OPERANDS: dict[str, tuple[str, str]] = {
+    "_mod": ("a", "b"),
+    "broadcast_mod": ("a", "b"),
+    "_mod_scalar": ("x", "(T)scalar"),
+    "_rmod_scalar": ("(T)scalar", "x"),
+}
+
+
 def kernel_expr(name: str, expr: str, out_dtype: np.dtype) -> str:
     """The expression a kernel of operator ``name`` computes for output dtype ``out_dtype``."""
     operands = INT_DIV_OPERANDS.get(name)
     kind = np.dtype(out_dtype).kind
+    if name in INT_MOD_OPERANDS and kind in "iu":
+        return int_mod_expr(*INT_MOD_OPERANDS[name])
     if operands is None or kind not in "iub":
         return expr
     num, den = operands
@@ -541,6 +733,29 @@ QUADRATIC = register(
     )
 )
 
+HARD_SIGMOID = register(
+    OpDef(
+        name="hard_sigmoid",
+        params=HardSigmoidParams,
+        infer_shape=elemwise_shape,
+        infer_type=same_dtype,
+        inplace=((0, 0),),
+        expr=HARD_SIGMOID_EXPR,
+        kernels={DENSE: unary_kernel("hard_sigmoid", HARD_SIGMOID_EXPR, ("alpha", "beta"))},
+        grad=unary_gradient("hard_sigmoid", HARD_SIGMOID_GRAD, HardSigmoidParams,
+                            ("alpha", "beta")),
+        reference=hard_sigmoid_reference,
+        doc="max(0, min(1, alpha * x + beta)), elementwise.",
+        examples=(
+            Example(((2, 3),), low=-4.0, high=4.0),
+            Example(((2, 3, 4, 5),), {"alpha": 0.3, "beta": 0.4}, low=-4.0, high=4.0),
+            Example(((7,),), {"alpha": 0.5, "beta": 0.25}, dtype="float64", low=-3.0, high=3.0),
+            Example(((3, 4),), {"alpha": 0.25}, dtype="float16", low=-4.0, high=4.0),
+        ),
+        bad_params=({"gamma": 1.0}, {"alpha": "steep"}),
+    )
+)
+
 # x + s and x - s with s != 0 on sparse input: a dense result computed directly (MXNet's rule;
 # s == 0 keeps the storage type through the elementwise derivation).
 _SCALAR_STYPE_RULES = {
@@ -584,7 +799,7 @@ BINARY_OPS: dict[str, OpDef] = {
             expr=row.expr,
             kernels={DENSE: binary_kernel(row.name, row.expr)},
             stype_rules=BINARY_STYPE_RULES.get(row.name, ()),
-            grad=binary_gradient(row.name, row.grad),
+            grad=no_gradient if row.grad == ("0", "0") else binary_gradient(row.name, row.grad),
             sparse=row.sparse,
             reference=binary_reference(row.ref),
             aliases=row.aliases,
