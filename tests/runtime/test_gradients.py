@@ -142,7 +142,9 @@ def test_softmax_output_multi_output_and_smoothing():
     for n in range(2):
         for j in range(3):
             target[n, int(y[n, j]), j] = 0.7
-    np.testing.assert_allclose(g, p - target, rtol=1e-12, atol=1e-15)
+    # MXNet 1.9.1 divides a multi_output gradient by the spatial size (3 here) unless
+    # normalization is 'valid' (checked in the reference venv; tests/ops/test_mxnet_fixtures)
+    np.testing.assert_allclose(g, (p - target) / 3, rtol=1e-12, atol=1e-15)
 
 
 @pytest.mark.parametrize(("name", "fwd", "dfn"), [

@@ -157,7 +157,12 @@ def softmax_output_backward_lowering(call: KernelCall) -> Lowered:
         normalization=p.normalization, smooth=p.smooth_alpha > 0,
     )
     ia = (*_softmax_dims(p, out), out[0] if out else 1)
-    return Lowered((Launch(spec, ia, (p.grad_scale, p.ignore_label, p.smooth_alpha)),))
+    # MXNet 1.9.1 divides a multi_output gradient by the spatial size too, except with
+    # normalization 'valid' (whose count already covers every position)
+    scale = p.grad_scale
+    if p.multi_output and p.normalization != "valid":
+        scale /= max(ia[2], 1)
+    return Lowered((Launch(spec, ia, (scale, p.ignore_label, p.smooth_alpha)),))
 
 
 def loss_backward_shape(p: Params, ins: list, outs: list) -> tuple[list, list]:

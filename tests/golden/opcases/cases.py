@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from nnsym.ir.opdef import mxnet_operator_names
 from nnsym.ops import REGISTRY
@@ -40,6 +41,5 @@ def cases() -> list[dict]:
 
 
 if __name__ == "__main__":
-    with open(sys.argv[1], "w") as f:
-        json.dump(cases(), f, indent=1)
+    Path(sys.argv[1]).write_text(json.dumps(cases(), indent=1))
     print(len(cases()), "cases")

@@ -1,6 +1,6 @@
 """MXNet 1.9.1's forward outputs and gradients for every case of ``cases.py`` (run in the
 reference venv, see README.md): ``~/mxref/bin/python tests/golden/opcases/make.py cases.json
-OUTDIR``. Per case, OUTDIR/<id>.npz holds the inputs (``in<i>``), the forward outputs in
+OUTDIR``. Per case, OUTDIR/fixtures.npz holds under ``<id>/``: the inputs (``in<i>``), the forward outputs in
 training mode (``out<k>``), the head gradients fed to backward (``head<k>``) and MXNet's
 gradients with grad_req 'write' (``grad<i>``, float inputs that are not integer ranges or
 auxiliary states); OUTDIR/index.json lists every case with MXNet's error where it refused."""
@@ -13,7 +13,7 @@ import zlib
 import numpy as np
 
 os.environ.setdefault("MXNET_SUBGRAPH_BACKEND", "NONE")
-import mxnet as mx  # noqa: E402
+import mxnet as mx
 
 
 def inputs(case):
@@ -80,7 +80,7 @@ def child(cases, outdir, start):
             res = run(case)
             np.savez_compressed(os.path.join(outdir, case["id"] + ".npz"), **res)
             entry["grads"] = sorted(int(k[4:]) for k in res if k.startswith("grad"))
-        except Exception as e:  # noqa: BLE001  (MXNet's refusal is recorded, not fatal)
+        except Exception as e:
             entry["error"] = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]}"
         signal.alarm(0)
         print(json.dumps({"done": entry}), flush=True)
@@ -114,6 +114,15 @@ def main():
             index.append({"id": current, "op": cases[start]["op"],
                           "error": f"MXNet crashed or hung (exit status {proc.returncode})"})
             start += 1
+    # one archive: "<id>/<array>" keys
+    merged = {}
+    for entry in index:
+        path = os.path.join(outdir, entry["id"] + ".npz")
+        if os.path.exists(path):
+            with np.load(path) as z:
+                merged.update({f"{entry['id']}/{k}": z[k] for k in z.files})
+            os.remove(path)
+    np.savez_compressed(os.path.join(outdir, "fixtures.npz"), **merged)
     meta = {"mxnet": mx.__version__, "numpy": np.__version__,
             "MXNET_SUBGRAPH_BACKEND": os.environ["MXNET_SUBGRAPH_BACKEND"]}
     with open(os.path.join(outdir, "index.json"), "w") as f:
