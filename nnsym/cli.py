@@ -452,7 +452,42 @@ def _op_rows() -> list[tuple[str, str, str, str]]:
     return rows
 
 
+def ops_markdown() -> str:
+    """docs/operators.md: every registered operator with its aliases, storage types, devices,
+    inputs and parameters, from the registry."""
+    rows = _op_rows()
+    out = ["# Operators", "",
+           f"Generated from the registry by `nnsym ops --markdown > docs/operators.md` "
+           f"({len(rows)} operators; `tests/test_cli.py` checks that this file is current). "
+           "Storage types are those an operator's storage-type rules name (`default` is dense; "
+           "a sparse signature without a kernel of its own falls back to the dense kernel). "
+           "`gpu` means a CUDA kernel is generated for it. `nnsym ops --missing` lists MXNet "
+           "1.9.1's operators that nnsym does not implement.", "",
+           "| operator | aliases | storage types | devices |", "|---|---|---|---|"]
+    out += [f"| `{r[0]}` | {', '.join(f'`{a}`' for a in r[1].split(', ') if a)} | {r[2]} | "
+            f"{r[3]} |" for r in rows]
+    out += ["", "## Inputs and parameters", ""]
+    for name, op in sorted(REGISTRY.items()):
+        out += [f"### `{name}`", "", (op.doc or "").strip() or f"The {name} operator.", ""]
+        if op.key_var_num_args:
+            out.append(f"- inputs: any number (`{op.key_var_num_args}`)")
+        else:
+            try:  # with required parameters, as the first example sets them
+                raw = dict(op.examples[0].params) if op.examples else {}
+                names = op.input_names(op.parse_params(raw)[0])
+                out.append("- inputs: " + (", ".join(f"`{n}`" for n in names) or "none"))
+            except NNSymError:
+                out.append("- inputs: depend on the parameters")
+        for spec in op.params.specs().values():
+            out.append(f"- `{spec.describe()}`: {spec.doc}".rstrip(": "))
+        out.append("")
+    return "\n".join(out)
+
+
 def cmd_ops(args: argparse.Namespace) -> int:
+    if args.markdown:
+        print(ops_markdown())
+        return 0
     if args.missing:
         user_facing = ("_contrib_", "_linalg_", "_random_", "_sample_", "_image_")
         public = sorted(n for n in mxnet_operator_names() if n not in all_names()
@@ -544,6 +579,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "types and devices")
     po.add_argument("--missing", action="store_true",
                     help="list instead MXNet 1.9.1's operators that nnsym does not implement")
+    po.add_argument("--markdown", action="store_true",
+                    help="print docs/operators.md (every operator with its parameters)")
     po.set_defaults(func=cmd_ops)
     return p
 

@@ -214,3 +214,13 @@ def test_unknown_operator_in_json_says_whether_mxnet_has_it():
     doc["nodes"][1]["op"] = "_contrib_SyncBatchNorm"
     with pytest.raises(GraphFormatError, match=r"an MXNet 1\.9\.1 operator that nnsym does not"):
         sym.load_json(json.dumps(doc))
+
+
+def test_operators_doc_is_current():
+    """docs/operators.md is `nnsym ops --markdown` of this registry (regenerate it after adding
+    an operator)."""
+    from nnsym.cli import ops_markdown
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "operators.md"
+    assert doc.read_text() == ops_markdown() + "\n", \
+        "docs/operators.md is stale: run `nnsym ops --markdown > docs/operators.md`"

@@ -151,6 +151,13 @@ class NDArray:
         return self if ctx == self._ctx else self.copyto(ctx)
 
     # ------------------------------------------------------------------ MXNet's extra methods
+    def broadcast_like(self, other: NDArray, lhs_axes: Any = None,
+                       rhs_axes: Any = None) -> NDArray:
+        """This array broadcast to ``other``'s shape (MXNet's ``broadcast_like``)."""
+        params = {k: v for k, v in (("lhs_axes", lhs_axes), ("rhs_axes", rhs_axes))
+                  if v is not None}
+        return invoke("broadcast_like", [self, other], params)[0]
+
     @property
     def writable(self) -> bool:
         """Whether the array can be written (always, as MXNet's NDArrays)."""

@@ -332,6 +332,25 @@ class Symbol:
     def __bool__(self) -> bool:
         raise NotImplementedForSymbol("bool")
 
+    # NDArray-only methods MXNet's Symbol defines to raise NotImplementedForSymbol
+    def asnumpy(self) -> Any:
+        raise NotImplementedForSymbol("asnumpy")
+
+    def asscalar(self) -> Any:
+        raise NotImplementedForSymbol("asscalar")
+
+    def as_in_context(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedForSymbol("as_in_context")
+
+    def wait_to_read(self) -> Any:
+        raise NotImplementedForSymbol("wait_to_read")
+
+    def backward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedForSymbol("backward")
+
+    def detach(self) -> Any:
+        raise NotImplementedForSymbol("detach")
+
     def __neg__(self) -> Symbol:
         return self.__mul__(-1.0)
 

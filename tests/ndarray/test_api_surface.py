@@ -142,3 +142,24 @@ def test_positional_parameters_follow_mxnet_argument_order():
         nd.sum(x, 0, False, False, 3)
     with pytest.raises(TypeError, match="multiple values"):
         nd.sum(x, 1, axis=0)
+
+
+def test_ndarray_only_methods_raise_on_symbols_and_broadcast_like():
+    from nnsym.symbol.symbol import NotImplementedForSymbol
+
+    s = mx.sym.var("x")
+    for call in (s.asnumpy, s.asscalar, s.wait_to_read, s.detach, s.backward,
+                 lambda: s.as_in_context(mx.cpu())):
+        with pytest.raises(NotImplementedForSymbol, match="only available in NDArray"):
+            call()
+    x = nd.array([[1.0, 2.0, 3.0]])
+    np.testing.assert_array_equal(x.broadcast_like(nd.zeros((2, 3))).asnumpy(),
+                                  [[1, 2, 3], [1, 2, 3]])
+
+
+def test_method_coverage_against_mxnet():
+    """At least the measured coverage of MXNet 1.9.1's public NDArray and Symbol methods (the
+    rest: autograd, the numpy interface, raw handles, split_v2, optimize_for)."""
+    nd_have = set(MXNET["ndarray_methods"]) & set(dir(nd.NDArray))
+    sym_have = set(MXNET["symbol_methods"]) & set(dir(mx.sym.Symbol))
+    assert len(nd_have) >= 103 and len(sym_have) >= 109

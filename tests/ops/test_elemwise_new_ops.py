@@ -20,6 +20,7 @@ from nnsym.errors import NNSymError
 from nnsym.ops import get_op
 from nnsym.ops.common.stype import infer_storage
 from nnsym.symbol import NameManager
+from nnsym.testing import as_nd
 from nnsym.types import SType
 
 inf, nan = float("inf"), float("nan")
@@ -215,9 +216,9 @@ def run_backward(s, args, head):
     """Forward and backward of a bound symbol: (outputs, {name: gradient})."""
     args = {k: np.asarray(v, np.float64) for k, v in args.items()}
     grads = {k: nd.zeros(v.shape, dtype="float64") for k, v in args.items()}
-    exe = s.bind(mx.cpu(), {k: nd.array(v) for k, v in args.items()}, args_grad=grads)
+    exe = s.bind(mx.cpu(), {k: as_nd(v) for k, v in args.items()}, args_grad=grads)
     outs = exe.forward(is_train=True)
-    exe.backward([nd.array(np.asarray(head, np.float64))])
+    exe.backward([as_nd(np.asarray(head, np.float64))])
     return outs[0].asnumpy(), {k: g.asnumpy() for k, g in grads.items()}
 
 
@@ -228,7 +229,7 @@ def run_backward(s, args, head):
 @pytest.mark.parametrize("name", sorted(UNARY_MX))
 def test_unary_forward_and_gradient_match_mxnet(name):
     x, y, dx, _ = UNARY_MX[name]
-    close(getattr(nd, name)(nd.array(x)).asnumpy(), y)
+    close(getattr(nd, name)(as_nd(x)).asnumpy(), y)
     out, grads = run_backward(getattr(mx.sym, name)(mx.sym.var("x")), {"x": np.array(x)},
                               np.full((2, 3), 0.5))
     close(out, y)
@@ -302,9 +303,9 @@ def test_sparse_inputs_keep_their_storage_where_f0_is_0(name, stype):
     dense = np.array([[0, 0.5], [0, 0], [-0.25, 0]], np.float32)
     with warnings.catch_warnings():  # the dense ones fall back, with a warning
         warnings.simplefilter("ignore")
-        got = getattr(nd, name)(nd.array(dense).tostype(STYPE_NAMES[ins[0]]))
+        got = getattr(nd, name)(as_nd(dense).tostype(STYPE_NAMES[ins[0]]))
     assert got.stype == STYPE_NAMES[stype]
-    close(got.asnumpy(), getattr(nd, name)(nd.array(dense)).asnumpy())
+    close(got.asnumpy(), getattr(nd, name)(as_nd(dense)).asnumpy())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -314,9 +315,9 @@ def test_sparse_inputs_keep_their_storage_where_f0_is_0(name, stype):
 @pytest.mark.parametrize("name", sorted(BINARY_MX))
 def test_binary_forward_and_gradient_match_mxnet(name):
     y, da, db = BINARY_MX[name]
-    close(getattr(nd, name)(nd.array(A), nd.array(B)).asnumpy(), y)
+    close(getattr(nd, name)(as_nd(A), as_nd(B)).asnumpy(), y)
     bname = "broadcast" + name
-    close(getattr(nd, bname)(nd.array(A), nd.array(B)).asnumpy(), y)
+    close(getattr(nd, bname)(as_nd(A), as_nd(B)).asnumpy(), y)
     for fn in (name, bname):
         s = getattr(mx.sym, fn)(mx.sym.var("a"), mx.sym.var("b"))
         out, grads = run_backward(s, {"a": np.array(A), "b": np.array(B)}, np.ones((2, 3)))
@@ -328,7 +329,7 @@ def test_binary_forward_and_gradient_match_mxnet(name):
 @pytest.mark.parametrize(("name", "scalar"), sorted(SCALAR_MX))
 def test_scalar_forward_and_gradient_match_mxnet(name, scalar):
     y, da = SCALAR_MX[(name, scalar)]
-    close(getattr(nd, name)(nd.array(A), scalar=scalar).asnumpy(), y)
+    close(getattr(nd, name)(as_nd(A), scalar=scalar).asnumpy(), y)
     s = getattr(mx.sym, name)(mx.sym.var("a"), scalar=scalar)
     out, grads = run_backward(s, {"a": np.array(A)}, np.ones((2, 3)))
     close(out, y)
@@ -394,7 +395,7 @@ def test_broadcast_shapes(name, lhs, rhs):
     rng = np.random.default_rng(1)
     a = rng.integers(1, 5, lhs).astype(np.float32)
     b = rng.integers(1, 5, rhs).astype(np.float32)
-    got = getattr(nd, "broadcast_" + name)(nd.array(a), nd.array(b)).asnumpy()
+    got = getattr(nd, "broadcast_" + name)(as_nd(a), as_nd(b)).asnumpy()
     fn = {"mod": np.mod, "hypot": np.hypot, **NUMPY}[name]
     close(got, fn(a, b).astype(np.float32))
     s = getattr(mx.sym, "broadcast_" + name)(mx.sym.var("a"), mx.sym.var("b"))
@@ -518,7 +519,7 @@ def test_symbol_operators_bind_and_run():
     a = np.array([[1.0, 2.0], [3.0, 4.0]])
     b = np.array([[1.0, 3.0], [2.0, 4.0]])
     out = mx.sym.Group([x == y, x != y, x > y, x >= 2, 2 > x, x % y, 7 % x, x % 3])
-    exe = out.bind(mx.cpu(), {"x": nd.array(a), "y": nd.array(b)})
+    exe = out.bind(mx.cpu(), {"x": as_nd(a), "y": as_nd(b)})
     got = [o.asnumpy() for o in exe.forward()]
     want = [a == b, a != b, a > b, a >= 2, 2 > a, np.mod(a, b), np.mod(7, a), np.mod(a, 3)]
     for g, w in zip(got, want):
