@@ -32,7 +32,9 @@ KERNELS = sp.all_kernels()
 STEMS = {k.stem for k in KERNELS}
 RUN: set[str] = set()  # the kernels the shim tests launched
 
-pytestmark = pytest.mark.skipif(shim.cxx() is None, reason="needs g++")
+# one xdist worker runs this whole file (test_every_kernel_ran reads what the others ran)
+pytestmark = [pytest.mark.skipif(shim.cxx() is None, reason="needs g++"),
+              pytest.mark.xdist_group("cuda_sparse_shim")]
 
 
 class DeviceSparse:

@@ -94,7 +94,7 @@ def test_sparse_kernels_under_address_sanitizer(tmp_path):
     total = _fuzz([5], None, env)
     assert total["cases"] >= 1000
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", "-n", "0",
          str(ROOT / "tests/sparse/test_sparse_safety.py"),
          str(ROOT / "tests/sparse/test_sparse_compute.py"),
          str(ROOT / "tests/sparse/test_sparse_dot_kernels.py"),
