@@ -8,22 +8,19 @@ from typing import Any
 
 import numpy as np
 
+from nnsym.cuda import runtime as cuda_runtime
 from nnsym.errors import DTypeError
-from nnsym.ndarray.ndarray import NDArray, array
+from nnsym.ndarray.ndarray import NDArray, _kernel_ready, array
 
 # DLPack device type codes (dlpack.h): kDLCPU = 1.
 _DL_CPU = 1
 
 
 def waitall() -> None:
-    """Waits for all pending work: kernels here run synchronously on the CPU; GPU arrays
-    (cupy) are synchronised on their current stream."""
-    try:
-        import cupy  # noqa: PLC0415  (optional: only where gpu arrays exist)
-    except ImportError:
-        return
-    if cupy.cuda.runtime.getDeviceCount() > 0:
-        cupy.cuda.get_current_stream().synchronize()
+    """Waits for all pending work: kernels here run synchronously on the CPU; where a CUDA
+    device is in use, its current stream is synchronised."""
+    if cuda_runtime.available():
+        cuda_runtime.cupy_module().cuda.get_current_stream().synchronize()
 
 
 def to_dlpack_for_read(data: NDArray) -> Any:
@@ -69,7 +66,6 @@ def from_numpy(ndarray: np.ndarray, zero_copy: bool = True) -> NDArray:
     writable C-ordered block (as MXNet requires for zero copy), else a copy in its dtype."""
     if not isinstance(ndarray, np.ndarray):
         raise DTypeError(f"from_numpy takes a numpy array, not {type(ndarray).__name__}")
-    if zero_copy and ndarray.flags.c_contiguous and ndarray.flags.writeable and \
-            ndarray.flags.aligned and ndarray.dtype.isnative:
+    if zero_copy and _kernel_ready(ndarray):
         return NDArray(ndarray)
     return array(ndarray, dtype=ndarray.dtype)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from nnsym.errors import ShapeError
+from nnsym.errors import ShapeError, StorageTypeError
 from nnsym.ir.opdef import OpDef, get_op
 from nnsym.ndarray import sparse
 from nnsym.ndarray.ndarray import NDArray, install_sparse
@@ -37,9 +37,7 @@ def invoke_sparse(op: OpDef, inputs: Sequence[NDArray], params: dict[str, Any],
     targets = None if out is None else [out] if isinstance(out, NDArray) else list(out)
     usable = [record(t, f"{op.name} out=") for t in targets] if targets is not None and \
         dec.dispatch == DispatchMode.FCOMPUTE_EX and _fits(targets, dec, out_s, out_t) else []
-    names = op.input_names(p)
-    recs = [record(a, f"{op.name} input '{names[i] if i < len(names) else i}'")
-            for i, a in enumerate(inputs)]
+    recs = [_record_input(op, p, i, a) for i, a in enumerate(inputs)]
     res = dispatch.run(op, p, params, dec, recs, out_s, out_t, usable)
     res = res[:op.num_visible(p)]
     ctx = inputs[0].context
@@ -55,6 +53,17 @@ def invoke_sparse(op: OpDef, inputs: Sequence[NDArray], params: dict[str, Any],
         if not deliver(t, r, inputs):
             _assign(t, wrap(r, ctx, inputs))
     return targets
+
+
+def _record_input(op: OpDef, p: Any, i: int, a: NDArray) -> Any:
+    """Input ``i``'s storage; a broken structure's error names the operator and the input
+    (the name is worked out only then, off the per-call path)."""
+    try:
+        return record(a)
+    except StorageTypeError as e:
+        names = op.input_names(p)
+        raise StorageTypeError(
+            f"{op.name} input '{names[i] if i < len(names) else i}': {e}") from None
 
 
 def _fits(targets: list[NDArray], dec: Decision, out_s: list[Any], out_t: list[Any]) -> bool:
