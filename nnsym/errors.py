@@ -68,3 +68,19 @@ class CompositionError(NNSymError, ValueError):
 
 class NoKernelError(NNSymError):
     """The operator has no kernel for these storage types on this backend."""
+
+
+class DataIterError(NNSymError, ValueError):
+    """A data iterator given arguments it cannot use (batch size, names, mismatched sources)."""
+
+
+class DataIterTypeError(NNSymError, TypeError):
+    """A data iterator given a source of a type it cannot read."""
+
+
+class DataIterUnsupportedError(NNSymError, NotImplementedError):
+    """A data iterator asked for something MXNet does not support either (csr with padding)."""
+
+
+class DataFormatError(NNSymError, ValueError):
+    """A malformed data file (CSV, LibSVM, MNIST idx): names the file, the line and the fault."""
