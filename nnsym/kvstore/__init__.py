@@ -1,0 +1,52 @@
+"""``nnsym.kvstore``: MXNet 1.x's key-value store for parameter synchronisation.
+
+``create('local')`` (or 'device') gives a single-process store; distributed ('dist_*') stores
+are not available yet. ``KVStoreBase`` holds everything but the transport, so a distributed
+store subclasses it and supplies ``_allreduce``, ``_broadcast_init``, ``rank``,
+``num_workers`` and ``_barrier``.
+"""
+
+from __future__ import annotations
+
+from nnsym.kvstore.base import KVStoreBase
+from nnsym.kvstore.compression import TwoBitCompression
+from nnsym.kvstore.errors import (
+    DuplicateKeyError,
+    KeyNotInitializedError,
+    KeyTypeError,
+    KVStoreError,
+    UnsupportedError,
+    ValueMismatchError,
+)
+from nnsym.kvstore.local import KVStore
+
+
+def create(name: str = "local") -> KVStoreBase:
+    """A new store: 'local', 'device', or MXNet's local variants ('local_update_cpu',
+    'local_allreduce_cpu', 'local_allreduce_device'); names are case-insensitive."""
+    if not isinstance(name, str):
+        raise KeyTypeError(f"kvstore name must be a string, got {type(name).__name__}")
+    kind = name.lower()
+    if kind.startswith("dist") or kind in ("nccl", "horovod", "byteps"):
+        raise UnsupportedError(f"kvstore type {name!r}: distributed stores ('dist_*', 'nccl', "
+                               "'horovod') are not available yet; use 'local' or 'device'")
+    if kind not in ("local", "device", "local_update_cpu", "local_allreduce_cpu",
+                    "local_allreduce_device"):
+        raise UnsupportedError(f"unknown kvstore type {name!r}; expected 'local', 'device', "
+                               "'local_update_cpu', 'local_allreduce_cpu' or "
+                               "'local_allreduce_device'")
+    return KVStore(kind)
+
+
+__all__ = [
+    "DuplicateKeyError",
+    "KVStore",
+    "KVStoreBase",
+    "KVStoreError",
+    "KeyNotInitializedError",
+    "KeyTypeError",
+    "TwoBitCompression",
+    "UnsupportedError",
+    "ValueMismatchError",
+    "create",
+]
