@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import namedtuple
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, SupportsInt
@@ -41,6 +42,7 @@ from nnsym.symbol import json_io as _json_io
 from nnsym.symbol.symbol import Symbol
 
 __all__ = [
+    "BatchEndParam",
     "CheckpointError",
     "CheckpointNotFoundError",
     "CheckpointTypeError",
@@ -52,6 +54,10 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
+
+#: What batch-end callbacks receive (MXNet keeps it in ``mx.model``).
+BatchEndParam = namedtuple(  # type: ignore[name-match]  # MXNet's class name
+    "BatchEndParams", ["epoch", "nbatch", "eval_metric", "locals"])
 _PREFIXES = ("arg", "aux")
 
 

@@ -228,6 +228,15 @@ class Executor:
         dtypes = [np.dtype(t) for t in g.attrs.dtype]
         self._shapes, self._dtypes = shapes, dtypes
 
+        # Variables an operator pins to a constant (BatchNorm's gamma with fix_gamma).
+        self._pinned: list[tuple[NDArray, float]] = []
+        for node in sidx.nodes:
+            pin = node.op.pinned_inputs if node.op is not None else None
+            for k, value in (pin(node.params) if pin is not None else {}).items():
+                src = node.inputs[k].node
+                if src.op is None and id(src) in var_ids:
+                    self._pinned.append((var_ids[id(src)], float(value)))
+
         # Storage types and dispatch modes, seeded by the bound arrays' storage types. Nodes
         # with a sparse input or output, or not dispatched to the dense kernel, run as Python
         # steps between the packed kernel lists (``_sparse_step``); a dense graph has none.
@@ -543,6 +552,8 @@ class Executor:
                 else:
                     dst._data[...] = (v if not isinstance(v, NDArray) else v.asnumpy()
                                       if v.context.device_type == "gpu" else v._data)
+        for arr, value in self._pinned:
+            arr[:] = value
         self._last_train = is_train
         if is_train:
             for fa, slot in self._seeds:

@@ -125,6 +125,10 @@ class OpDef:
     loss: bool = False
     # Lowers differently in training (KernelCall.is_train): executors compile both forms.
     train_mode: bool = False
+    # Inputs the operator sets to a constant whenever it runs, as MXNet does (BatchNorm writes
+    # 1 into gamma when fix_gamma): params -> {input index: value}. Bound graphs fill the
+    # variables feeding them before each forward.
+    pinned_inputs: Callable[[Any], Mapping[int, float]] | None = None
     # Expose as nnsym.sym.sparse.<name> too.
     sparse: bool = False
     # Test table: valid examples and invalid parameter sets (each must raise OperatorParamError).

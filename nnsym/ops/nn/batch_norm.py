@@ -180,6 +180,7 @@ BATCH_NORM = register(
         kernels={DENSE: Kernel(batch_norm_lowering)},
         grad=batch_norm_grad,
         train_mode=True,
+        pinned_inputs=lambda p: {1: 1.0} if p.fix_gamma else {},
         aliases=("_npx_batch_norm",),
         input_var_attrs={
             "moving_mean": {"__init__": '["zero", {}]'},
