@@ -39,10 +39,20 @@ def test_local_and_global_statistics():
 
 @pytest.mark.parametrize(
     ("name", "cls"),
-    [("acc", metric.Accuracy), ("ACCURACY", metric.Accuracy), ("ce", metric.CrossEntropy),
-     ("nll_loss", metric.NegativeLogLikelihood), ("composite", metric.CompositeEvalMetric),
-     ("pearsonr", metric.PearsonCorrelation), ("loss", metric.Loss), ("torch", metric.Torch),
-     ("caffe", metric.Caffe), ("mae", metric.MAE), ("rmse", metric.RMSE), ("f1", metric.F1)],
+    [
+        ("acc", metric.Accuracy),
+        ("ACCURACY", metric.Accuracy),
+        ("ce", metric.CrossEntropy),
+        ("nll_loss", metric.NegativeLogLikelihood),
+        ("composite", metric.CompositeEvalMetric),
+        ("pearsonr", metric.PearsonCorrelation),
+        ("loss", metric.Loss),
+        ("torch", metric.Torch),
+        ("caffe", metric.Caffe),
+        ("mae", metric.MAE),
+        ("rmse", metric.RMSE),
+        ("f1", metric.F1),
+    ],
 )
 def test_create_by_name_and_alias(name, cls):
     assert type(metric.create(name)) is cls
@@ -88,8 +98,10 @@ def test_register_and_unknown_name():
 
 def test_update_dict_uses_named_arrays():
     acc = metric.Accuracy(output_names=["b_out"], label_names=["b_label"])
-    acc.update_dict({"a_label": np.array([0]), "b_label": np.array([1])},
-                    {"a_out": np.array([0]), "b_out": np.array([0])})
+    acc.update_dict(
+        {"a_label": np.array([0]), "b_label": np.array([1])},
+        {"a_out": np.array([0]), "b_out": np.array([0])},
+    )
     assert acc.get() == ("accuracy", 0.0)
     with pytest.raises(KeyError, match="b_out"):
         acc.update_dict({"b_label": np.array([1])}, {"x": np.array([1])})
