@@ -278,10 +278,7 @@ class KVStoreBase:
     # -- optimizer and compression
     def set_optimizer(self, optimizer: Any) -> None:
         """Runs ``optimizer`` on the store: each push updates the stored weight with it."""
-        get_updater = getattr(_opt, "get_updater", None)
-        if get_updater is None:
-            raise UnsupportedError("set_optimizer needs nnsym.optimizer.get_updater")
-        self._set_updater(get_updater(optimizer))
+        self._set_updater(_opt.get_updater(optimizer))
 
     def _set_updater(self, updater: Updater) -> None:
         """Sets ``updater(key, pushed_sum, stored)``, run by each push in place of a copy."""
