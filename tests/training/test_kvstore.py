@@ -168,14 +168,16 @@ def test_row_sparse_pull_lists_and_shared_row_ids():
 
 def test_row_sparse_push_sums_sparsely_and_mixed_push_is_dense_sum():
     kv = kvs.create()
-    shape = (1000, 4)
+    shape = (2**33, 4)  # 128 GiB dense: any densification would fail
+    last = 2**33 - 1
     kv.init(0, mx.nd.sparse.zeros("row_sparse", shape))
-    g1 = rsp(np.ones((2, 4), np.float32), np.array([3, 900]), shape)
-    g2 = rsp(np.full((1, 4), 2, np.float32), np.array([900]), shape)
+    g1 = rsp(np.ones((2, 4), np.float32), np.array([3, last]), shape)
+    g2 = rsp(np.full((1, 4), 2, np.float32), np.array([last]), shape)
     kv.push(0, [g1, g2])
-    stored = kv._store[0]
-    assert stored.stype == "row_sparse" and stored.indices.asnumpy().tolist() == [3, 900]
-    assert stored.data.asnumpy()[:, 0].tolist() == [1, 3]
+    out = mx.nd.sparse.zeros("row_sparse", shape)
+    kv.row_sparse_pull(0, out=out, row_ids=mx.nd.array([last, 5, 3], dtype="int64"))
+    assert out.indices.asnumpy().tolist() == [3, 5, last]
+    assert out.data.asnumpy()[:, 0].tolist() == [1, 0, 3]
     kv.init(1, mx.nd.zeros((3, 2)))
     kv.push(1, [rsp(np.ones((1, 2), np.float32), np.array([1]), (3, 2)), mx.nd.ones((3, 2))])
     out = mx.nd.zeros((3, 2))
