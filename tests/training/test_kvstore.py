@@ -59,6 +59,25 @@ def test_create_rejects_unknown_and_non_string():
         kvs.create().is_capable("sparse")
 
 
+def test_register_a_store_class():
+    class MyTestStore(kvs.KVStoreBase):
+        @property
+        def num_workers(self) -> int:
+            return 4
+
+    try:
+        assert kvs.KVStoreBase.register(MyTestStore) is MyTestStore
+        kv = kvs.create("mYtEsTsToRe")
+        assert type(kv) is MyTestStore and (kv.type, kv.num_workers) == ("myteststore", 4)
+        kv.init(0, mx.nd.ones((1,)))  # the base class's logic, this class's transport
+        with pytest.warns(UserWarning, match="replaces"):
+            kvs.KVStoreBase.register(type("MyTestStore", (kvs.KVStoreBase,), {}))
+    finally:
+        kvs.KVStoreBase.kv_registry.pop("myteststore", None)
+    with pytest.raises(kvs.KeyTypeError):
+        kvs.KVStoreBase.register(int)  # type: ignore[arg-type]
+
+
 # -- push / pull against MXNet
 
 
