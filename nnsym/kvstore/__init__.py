@@ -22,11 +22,15 @@ from nnsym.kvstore.local import KVStore
 
 
 def create(name: str = "local") -> KVStoreBase:
-    """A new store: 'local', 'device', or MXNet's local variants ('local_update_cpu',
-    'local_allreduce_cpu', 'local_allreduce_device'); names are case-insensitive."""
+    """A new store: a class registered with ``KVStoreBase.register`` by that name, 'local',
+    'device', or MXNet's local variants ('local_update_cpu', 'local_allreduce_cpu',
+    'local_allreduce_device'); names are case-insensitive."""
     if not isinstance(name, str):
         raise KeyTypeError(f"kvstore name must be a string, got {type(name).__name__}")
     kind = name.lower()
+    registered = KVStoreBase.kv_registry.get(kind)
+    if registered is not None:
+        return registered()
     if kind.startswith("dist") or kind in ("nccl", "horovod", "byteps"):
         raise UnsupportedError(f"kvstore type {name!r}: distributed stores ('dist_*', 'nccl', "
                                "'horovod') are not available yet; use 'local' or 'device'")

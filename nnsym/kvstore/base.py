@@ -5,6 +5,7 @@ kvstore. A subclass supplies the transport: how a reduced value is combined acro
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -46,13 +47,28 @@ class KVStoreBase:
     gradient compression settings. Keys are ints or strs (not both in one store)."""
 
     OPTIMIZER = "optimizer"
+    kv_registry: dict[str, type[KVStoreBase]] = {}
 
-    def __init__(self, name: str):
-        self._type = name
+    def __init__(self, name: str | None = None):
+        self._type = type(self).__name__.lower() if name is None else name
         self._store: dict[Key, NDArray] = {}
         self._key_kind: type | None = None
         self._updater: Updater | None = None
         self._compression: TwoBitCompression | None = None
+
+    @staticmethod
+    def register(klass: type[KVStoreBase]) -> type[KVStoreBase]:
+        """Class decorator: ``create(klass.__name__)`` (any case) makes a ``klass()``. A
+        later class of the same name replaces the earlier one, with a warning."""
+        if not (isinstance(klass, type) and issubclass(klass, KVStoreBase)):
+            raise KeyTypeError(f"register expects a KVStoreBase subclass, got {klass!r}")
+        name = klass.__name__.lower()
+        old = KVStoreBase.kv_registry.get(name)
+        if old is not None and old is not klass:
+            warnings.warn(f"kvstore {klass.__module__}.{klass.__name__} replaces "
+                          f"{old.__module__}.{old.__name__}", stacklevel=2)
+        KVStoreBase.kv_registry[name] = klass
+        return klass
 
     # -- transport (overridden by a distributed store)
     @property
@@ -278,10 +294,7 @@ class KVStoreBase:
     # -- optimizer and compression
     def set_optimizer(self, optimizer: Any) -> None:
         """Runs ``optimizer`` on the store: each push updates the stored weight with it."""
-        get_updater = getattr(_opt, "get_updater", None)
-        if get_updater is None:
-            raise UnsupportedError("set_optimizer needs nnsym.optimizer.get_updater")
-        self._set_updater(get_updater(optimizer))
+        self._set_updater(_opt.get_updater(optimizer))
 
     def _set_updater(self, updater: Updater) -> None:
         """Sets ``updater(key, pushed_sum, stored)``, run by each push in place of a copy."""
