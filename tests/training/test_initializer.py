@@ -363,3 +363,98 @@ def test_too_few_dimensions(init, shape, match):
 def test_fused_rnn_size_mismatch():
     with pytest.raises(init_mod.InitializerError, match="do not fit"):
         fill(mx.init.FusedRNN(mx.init.One(), 3, 1, "lstm"), D("rnn_weight"), (50,))
+
+
+# ---------------------------------------------------------------- random initializers
+
+
+def _xavier_scale(shape: tuple[int, ...], factor_type: str, magnitude: float) -> float:
+    """sqrt(magnitude / factor), fans counting the kernel's spatial size (worked by hand)."""
+    receptive = int(np.prod(shape[2:]))
+    fan_in, fan_out = shape[1] * receptive, shape[0] * receptive
+    factor = {"avg": (fan_in + fan_out) / 2, "in": fan_in, "out": fan_out}[factor_type]
+    return float(np.sqrt(magnitude / factor))
+
+
+def test_uniform_bounds_and_spread():
+    w = fill(mx.init.Uniform(0.1), D("fc_weight"), (100, 200))
+    assert w.dtype == np.float32
+    assert w.min() >= -0.1 and w.max() <= 0.1
+    assert w.min() < -0.099 and w.max() > 0.099
+    assert abs(w.mean()) < 0.003
+    assert w.std() == pytest.approx(0.1 / np.sqrt(3), rel=0.02)
+
+
+def test_uniform_default_scale():
+    w = fill(mx.init.Uniform(), D("fc_weight"), (50, 100))
+    assert np.abs(w).max() <= 0.07 and np.abs(w).max() > 0.069
+
+
+def test_normal_std():
+    w = fill(mx.init.Normal(0.5), D("fc_weight"), (200, 200))
+    assert abs(w.mean()) < 0.01
+    assert w.std() == pytest.approx(0.5, rel=0.02)
+    assert fill(mx.init.Normal(), D("fc_weight"), (200, 200)).std() == pytest.approx(
+        0.01, rel=0.02)
+
+
+@pytest.mark.parametrize("factor_type", ["avg", "in", "out"])
+@pytest.mark.parametrize("shape", [(64, 32, 3, 3), (300, 100)])
+def test_xavier_uniform_bounds(factor_type, shape):
+    c = _xavier_scale(shape, factor_type, 3.0)
+    w = fill(mx.init.Xavier(factor_type=factor_type), D("conv_weight"), shape)
+    assert np.abs(w).max() <= c * (1 + 1e-6)
+    assert np.abs(w).max() > 0.99 * c
+    assert w.std() == pytest.approx(c / np.sqrt(3), rel=0.03)
+
+
+@pytest.mark.parametrize("factor_type", ["avg", "in", "out"])
+def test_xavier_gaussian_std(factor_type):
+    shape = (128, 64, 3, 3)
+    c = _xavier_scale(shape, factor_type, 2.0)
+    w = fill(mx.init.Xavier("gaussian", factor_type, 2), D("conv_weight"), shape)
+    assert abs(w.mean()) < 0.05 * c
+    assert w.std() == pytest.approx(c, rel=0.02)
+
+
+@pytest.mark.parametrize(("factor_type", "slope"), [("avg", 0.25), ("in", 0.0), ("out", 1.0)])
+def test_msra_prelu_std(factor_type, slope):
+    shape = (128, 64, 3, 3)
+    c = _xavier_scale(shape, factor_type, 2.0 / (1 + slope**2))
+    w = fill(mx.init.MSRAPrelu(factor_type, slope), D("conv_weight"), shape)
+    assert w.std() == pytest.approx(c, rel=0.02)
+
+
+@pytest.mark.parametrize("rand_type", ["uniform", "normal"])
+@pytest.mark.parametrize("shape", [(20, 30), (30, 20), (8, 2, 3, 3), (6,)])
+def test_orthogonal_is_orthogonal(rand_type, shape):
+    w = fill(mx.init.Orthogonal(scale=2.0, rand_type=rand_type), D("fc_weight"), shape)
+    m = w.reshape(shape[0], -1).astype(np.float64)
+    gram = m @ m.T if m.shape[0] <= m.shape[1] else m.T @ m
+    np.testing.assert_allclose(gram, 4.0 * np.eye(gram.shape[0]), atol=1e-4)
+
+
+def test_random_fills_keep_the_arrays_dtype():
+    for dtype in ("float64", "float16"):
+        w = fill(mx.init.Xavier(), D("fc_weight"), (40, 30), dtype)
+        assert w.dtype == np.dtype(dtype)
+        assert np.abs(w).max() <= _xavier_scale((40, 30), "avg", 3.0) * (1 + 1e-3)
+
+
+def test_random_initializers_leave_biases_and_gammas_to_the_name_rules():
+    for init in (mx.init.Uniform(), mx.init.Normal(), mx.init.Xavier(), mx.init.Orthogonal()):
+        np.testing.assert_array_equal(fill(init, D("fc_bias"), (3,)), 0.0)
+        np.testing.assert_array_equal(fill(init, D("bn_gamma"), (3,)), 1.0)
+
+
+def test_quantized_weight_is_one_random_integer():
+    w = fill(mx.init.Uniform(), D("fc_weight_quantize"), (4, 5))
+    assert len(np.unique(w)) == 1
+    assert w.flat[0] == np.floor(w.flat[0]) and -127 <= w.flat[0] < 127
+    np.testing.assert_array_equal(fill(mx.init.Uniform(), D("fc_bias_quantize"), (3,)), 0.0)
+
+
+def test_xavier_through_the_init_attribute_uses_the_attributes_numbers():
+    desc = D("anything", attrs={"__init__": mx.init.Xavier("gaussian", "in", 6).dumps()})
+    w = fill(mx.init.Zero(), desc, (256, 128))
+    assert w.std() == pytest.approx(np.sqrt(6 / 128), rel=0.02)
