@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from nnsym import (
+    callback,
     context,
     initializer,
+    io,
+    kvstore,
+    lr_scheduler,
+    metric,
     model,
+    module,
     ndarray,
     optimizer,
     symbol,
@@ -27,6 +33,8 @@ sym = symbol
 nd = ndarray
 viz = visualization
 init = initializer
+mod = module
+kv = kvstore
 
 __version__ = "0.1.0"
 
@@ -40,12 +48,20 @@ __all__ = [
     "ShapeError",
     "StorageTypeError",
     "context",
+    "callback",
     "cpu",
     "current_context",
     "gpu",
     "init",
     "initializer",
+    "io",
+    "kv",
+    "kvstore",
+    "lr_scheduler",
+    "metric",
+    "mod",
     "model",
+    "module",
     "nd",
     "ndarray",
     "optimizer",

@@ -394,7 +394,8 @@ class Module(BaseModule):
             self._kvstore.save_optimizer_states(fname)
         else:
             data = self._updater.get_states()
-            atomic_write(fname, data)
+            with atomic_write(fname) as f:
+                f.write(data)
 
     def load_optimizer_states(self, fname: str) -> None:
         """Read optimizer states written by save_optimizer_states."""

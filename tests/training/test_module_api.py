@@ -126,7 +126,8 @@ def test_optimizer_states_round_trip_continues_identically(tmp_path):
         mod.bind([("data", (8, 6))], [("softmax_label", (8,))])
         mod.init_params()
         mod.set_params(_params(mod), {})
-        mod.init_optimizer(optimizer="adam", optimizer_params={"learning_rate": 0.05})
+        mod.init_optimizer(optimizer="sgd",
+                           optimizer_params={"learning_rate": 0.05, "momentum": 0.9})
         return mod
 
     def steps(mod, lo, hi):
@@ -142,8 +143,17 @@ def test_optimizer_states_round_trip_continues_identically(tmp_path):
     mod.save_checkpoint(str(tmp_path / "ck"), 3, save_optimizer_states=True)
     again = mmod.Module.load(str(tmp_path / "ck"), 3, load_optimizer_states=True)
     again.bind([("data", (8, 6))], [("softmax_label", (8,))])
-    again.init_optimizer(optimizer="adam", optimizer_params={"learning_rate": 0.05})
+    # (As in MXNet, the states file holds the momentum buffers, not the update counts.)
+    again.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": 0.05,
+                                                            "momentum": 0.9})
     steps(again, 3, 6)
+    fresh = mmod.Module.load(str(tmp_path / "ck"), 3)  # without the momentum: differs
+    fresh.bind([("data", (8, 6))], [("softmax_label", (8,))])
+    fresh.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": 0.05,
+                                                            "momentum": 0.9})
+    steps(fresh, 3, 6)
+    assert not np.allclose(fresh.get_params()[0]["fc1_weight"].asnumpy(),
+                           ref.get_params()[0]["fc1_weight"].asnumpy(), atol=1e-4)
     for k, v in ref.get_params()[0].items():
         np.testing.assert_allclose(again.get_params()[0][k].asnumpy(), v.asnumpy(),
                                    rtol=1e-5, atol=1e-6, err_msg=k)
@@ -193,8 +203,9 @@ def test_bucketing_module_shares_parameters_across_buckets():
     mod.forward(mio.DataBatch([mx.nd.array(np.ones((2, 12), np.float32))], None,
                               bucket_key=4, provide_data=[mio.DataDesc("data", (2, 12))]),
                 is_train=False)
-    np.testing.assert_allclose(mod.get_outputs()[0].asnumpy(), [4 * (w - 0.4).sum()] * 2,
-                               rtol=1e-5)
+    # The bias moved too: its gradient is 4 per element (2 rows x 2 samples).
+    want = 4 * (w - 0.4).sum() + 4 * 2 * (-0.4)
+    np.testing.assert_allclose(mod.get_outputs()[0].asnumpy(), [want] * 2, rtol=1e-5)
 
 
 def test_sequential_module_matches_single_module():
