@@ -235,7 +235,7 @@ def test_sequential_module_matches_single_module():
 
 def test_misuse_raises_clear_errors():
     x, y = _data()
-    with pytest.raises(ModuleInputError, match="not found in symbol.list_arguments"):
+    with pytest.raises(ModuleInputError, match=r"not found in symbol\.list_arguments"):
         mmod.Module(_mlp(), data_names=["image"])
     mod = mmod.Module(_mlp())
     with pytest.raises(ModuleStateError, match="bind"):
