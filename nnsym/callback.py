@@ -76,6 +76,8 @@ def do_checkpoint(prefix: str | os.PathLike[str], period: int = 1) -> Callable[.
 def log_train_metric(period: int, auto_reset: bool = False) -> Callable[[Any], None]:
     """A batch-end callback logging the training metric every ``period`` batches (and then
     calling ``reset_local`` when ``auto_reset``)."""
+    if period < 1:
+        raise CallbackError(f"log_train_metric needs period >= 1 batch, got {period}")
 
     def _callback(param: Any) -> None:
         if param.nbatch % period == 0 and param.eval_metric is not None:

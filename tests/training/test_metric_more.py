@@ -173,3 +173,47 @@ def test_str_and_metric_on_csr_predictions():
     dense = np.array([[0.0, 1.0], [1.0, 0.0]], dtype=np.float32)
     acc.update([nd.array([1, 1])], [nd.array(dense).tostype("csr")])
     assert str(acc) == "EvalMetric: {'accuracy': 0.5}"
+
+
+# every registered metric that compares labels with predictions, built with the arguments
+# it needs; Loss/Torch/Caffe ignore labels and are left out
+_CHECKED = {
+    "accuracy": {},
+    "topkaccuracy": {"top_k": 2},
+    "f1": {},
+    "mcc": {},
+    "pcc": {},
+    "perplexity": {"ignore_label": None},
+    "mae": {},
+    "mse": {},
+    "rmse": {},
+    "crossentropy": {},
+    "negativeloglikelihood": {},
+    "pearsoncorrelation": {},
+    "compositeevalmetric": {},
+}
+
+
+@pytest.mark.parametrize("name", sorted(_CHECKED))
+def test_label_and_prediction_counts_must_match(name):
+    m = metric.create(name, **_CHECKED[name])
+    if name == "compositeevalmetric":
+        m.add("acc")
+    pred = np.array([[0.2, 0.8], [0.7, 0.3]], dtype=np.float32)
+    label = np.array([1, 0], dtype=np.float32)
+    with pytest.raises(ShapeError, match="2 labels do not match 1 predictions"):
+        m.update([label, label], [pred])
+    if name == "pearsoncorrelation":  # needs predictions shaped like the labels
+        pred = np.array([0.9, 0.1], dtype=np.float32)
+    m.update([label], [pred])  # paired one to one, they are fine
+    assert not np.isnan(m.get()[1]).any()
+
+
+def test_every_registered_name_is_covered_or_ignores_labels():
+    from nnsym.metric import _REGISTRY
+
+    ignore_labels = {"loss", "torch", "caffe", "custommetric"}
+    classes = {type(metric.create(n, **_CHECKED[n])) for n in _CHECKED}
+    for name, cls in _REGISTRY.items():
+        if name not in ignore_labels and cls.__module__ == "nnsym.metric":
+            assert cls in classes, name
