@@ -248,6 +248,19 @@ def test_2bit_hand_computed_default_threshold_and_residual():
     np.testing.assert_allclose(comp.residual(0, 0), [0.4, 0.3, -0.4, -0.3, 2.1, 0], rtol=1e-6)
 
 
+def test_2bit_compression_then_optimizer():
+    # values from MXNet 1.9.1 ('device', threshold 1, SGD lr 1, three equal pushes)
+    kv = kvs.create("device")
+    kv.set_gradient_compression({"type": "2bit", "threshold": 1.0})
+    kv.init("a", mx.nd.zeros((3,)))
+    kv.set_optimizer(SGD(learning_rate=1.0))
+    for _ in range(3):
+        kv.push("a", mx.nd.array([0.5, 1.5, -2.5]))
+    out = mx.nd.zeros((3,))
+    kv.pull("a", out=out)
+    assert out.asnumpy().tolist() == [-1, -3, 3]
+
+
 def test_2bit_packing_round_trips():
     comp = kvs.TwoBitCompression(1.0)
     g = np.array([[2.0, -1.0, 0.5], [-3.0, 0.0, 1.0]], np.float32)
