@@ -13,12 +13,11 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import Any
 
 from nnsym.errors import NNSymError
-from nnsym.metric import EvalMetric
-from nnsym.model import save_checkpoint
+from nnsym.model import BatchEndParam, save_checkpoint
 
 __all__ = [
     "BatchEndParam",
@@ -36,15 +35,6 @@ log = logging.getLogger(__name__)
 
 class CallbackError(NNSymError, ValueError):
     """A callback argument out of range."""
-
-
-class BatchEndParam(NamedTuple):
-    """What a batch-end callback receives (MXNet's ``model.BatchEndParam``)."""
-
-    epoch: int
-    nbatch: int
-    eval_metric: EvalMetric | None
-    locals: Mapping[str, Any] | None
 
 
 def module_checkpoint(

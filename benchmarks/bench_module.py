@@ -1,0 +1,127 @@
+"""Module.fit overhead: a 10-epoch MLP fit (784-128-64-10, SGD with momentum, batch 100) on
+60k x 784 synthetic data, timed per epoch three ways in one run:
+
+* ``nnsym Module.fit``: ``mod.fit(NDArrayIter(...), eval_metric='acc', ...)``;
+* ``nnsym bare executor``: the same loop by hand on ``simple_bind`` (copy the batch in,
+  forward, backward, the same updater per parameter, the same Accuracy metric);
+* ``MXNet Module.fit`` (1.9.1, in the reference venv, when ``~/mxref/bin/python`` exists).
+
+Usage: ``python benchmarks/bench_module.py [--epochs N]``; prints JSON lines and a table
+(the median epoch; the first epoch, which compiles, is excluded)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+
+N, D, CLASSES, BATCH = 60000, 784, 10, 100
+
+SCRIPT = textwrap.dedent(
+    """
+    import json, sys, time
+    import numpy as np
+    import {mx} as mx
+
+    N, D, C, B, EPOCHS = {n}, {d}, {c}, {b}, {epochs}
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((N, D)).astype(np.float32)
+    y = rng.integers(0, C, N).astype(np.float32)
+    data = mx.sym.Variable("data")
+    h = mx.sym.Activation(mx.sym.FullyConnected(data, num_hidden=128, name="fc1"),
+                          act_type="relu")
+    h = mx.sym.Activation(mx.sym.FullyConnected(h, num_hidden=64, name="fc2"),
+                          act_type="relu")
+    net = mx.sym.SoftmaxOutput(mx.sym.FullyConnected(h, num_hidden=C, name="fc3"),
+                               name="softmax")
+    opt = (("learning_rate", 0.01), ("momentum", 0.9))
+    times = []
+
+    def fit_module():
+        it = mx.io.NDArrayIter(x, y, batch_size=B)
+        mod = mx.mod.Module(net, context=mx.cpu())
+        last = [time.perf_counter()]
+
+        def epoch_end(*a):
+            now = time.perf_counter()
+            times.append(now - last[0])
+            last[0] = now
+
+        mod.fit(it, eval_metric="acc", optimizer="sgd", optimizer_params=opt,
+                initializer=mx.init.Xavier(), num_epoch=EPOCHS, epoch_end_callback=epoch_end)
+
+    def fit_bare():
+        ex = net.simple_bind(mx.cpu(), data=(B, D), softmax_label=(B,))
+        init = mx.init.Xavier()
+        for name, arr in ex.arg_dict.items():
+            if name not in ("data", "softmax_label"):
+                init(mx.init.InitDesc(name), arr)
+        optimizer = mx.optimizer.create("sgd", rescale_grad=1.0 / B, **dict(opt))
+        updater = mx.optimizer.get_updater(optimizer)
+        names = [n for n in net.list_arguments() if n not in ("data", "softmax_label")]
+        metric = mx.metric.Accuracy()
+        data_arr, label_arr = ex.arg_dict["data"], ex.arg_dict["softmax_label"]
+        xs, ys = mx.nd.array(x), mx.nd.array(y)
+        for _ in range(EPOCHS):
+            t0 = time.perf_counter()
+            metric.reset()
+            for i in range(0, N, B):
+                xs[i:i + B].copyto(data_arr)
+                ys[i:i + B].copyto(label_arr)
+                ex.forward(is_train=True)
+                ex.backward()
+                for k, n in enumerate(names):
+                    updater(k, ex.grad_dict[n], ex.arg_dict[n])
+                metric.update([label_arr], ex.outputs)
+            times.append(time.perf_counter() - t0)
+
+    {{"module": fit_module, "bare": fit_bare}}[sys.argv[1]]()
+    print(json.dumps(times))
+    """
+)
+
+
+def run(python: str, mx: str, mode: str, epochs: int) -> list[float]:
+    src = SCRIPT.format(mx=mx, n=N, d=D, c=CLASSES, b=BATCH, epochs=epochs)
+    out = subprocess.run([python, "-c", src, mode], capture_output=True, text=True, check=True,
+                         env={"OMP_NUM_THREADS": "2", "MXNET_SUBGRAPH_BACKEND": "NONE",
+                              "PATH": "/usr/bin:/bin",
+                              **{k: v for k, v in __import__("os").environ.items()
+                                 if k.startswith(("NNSYM", "HOME", "PYTHON"))}})
+    return [float(t) for t in json.loads(out.stdout.strip().splitlines()[-1])]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--epochs", type=int, default=10)
+    args = ap.parse_args()
+    rows = []
+    peers = [("nnsym Module.fit", sys.executable, "nnsym", "module"),
+             ("nnsym bare executor", sys.executable, "nnsym", "bare")]
+    mxref = Path.home() / "mxref" / "bin" / "python"
+    if mxref.exists():
+        peers.append(("MXNet 1.9.1 Module.fit", str(mxref), "mxnet", "module"))
+    for name, py, mx, mode in peers:
+        t = time.perf_counter()
+        times = run(py, mx, mode, args.epochs)
+        rows.append({"workload": "W9 MLP fit epoch 60k", "peer": name,
+                     "median_s": statistics.median(times[1:] or times),
+                     "first_s": times[0], "epochs": len(times),
+                     "wall_s": time.perf_counter() - t})
+        print(json.dumps(rows[-1]), flush=True)
+    base = next(r for r in rows if r["peer"] == "nnsym bare executor")["median_s"]
+    print()
+    for r in rows:
+        print(f"{r['peer']:<26} {r['median_s'] * 1e3:9.1f} ms/epoch   "
+              f"{r['median_s'] / base:5.3f}x bare")
+
+
+if __name__ == "__main__":
+    main()
