@@ -2,5 +2,6 @@
 
 from nnsym.io.base import DataBatch, DataDesc, DataIter
 from nnsym.io.ndarray_iter import NDArrayIter
+from nnsym.io.text import CSVIter, LibSVMIter
 
-__all__ = ["DataBatch", "DataDesc", "DataIter", "NDArrayIter"]
+__all__ = ["CSVIter", "DataBatch", "DataDesc", "DataIter", "LibSVMIter", "NDArrayIter"]
