@@ -559,8 +559,7 @@ class Symbol:
                  for n, r, s, t in zip(names, reqs, shapes, dtypes)]
         return Executor(self, ctx, args, grads, reqs, aux,
                         shared_pools=None if shared_exec is None else shared_exec._pools,
-                        infer_grad_stypes=frozenset(n for n in names if n not in shared
-                                                    and shared_buffer is None))
+                        infer_grad_stypes=frozenset(n for n in names if n not in shared))
 
     def _arg_stypes(self, stype_dict: Any) -> list[str]:
         """Storage types of the arguments: ``stype_dict``, else ``__storage_type__``, else
