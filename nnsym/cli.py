@@ -13,11 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from nnsym import fileio, optimizer
+from nnsym import callback, fileio, initializer, module
+from nnsym import io as mio
+from nnsym import random as nrandom
 from nnsym import ndarray as nd
 from nnsym import symbol as sym
 from nnsym import visualization as viz
 from nnsym.codegen import cache, compiler
+from nnsym.context import cpu
 from nnsym.devtools.cuda import codegen as cuda_codegen
 from nnsym.devtools.cuda.cli import add_codegen_arguments, run_codegen
 from nnsym.errors import NNSymError
@@ -304,64 +307,65 @@ def _demo_forward(g: Graph) -> None:
           f"largest difference from the numpy references {worst:.1e}")
 
 
+class _EpochMetrics:
+    """A batch-end callback keeping each epoch's running (global) metric values."""
+
+    def __init__(self) -> None:
+        self.by_epoch: dict[int, dict[str, float]] = {}
+
+    def __call__(self, param: Any) -> None:
+        self.by_epoch[param.epoch] = dict(param.eval_metric.get_global_name_value())
+
+    def history(self) -> list[tuple[float, float]]:
+        return [(v["cross-entropy"], v["accuracy"]) for _, v in sorted(self.by_epoch.items())]
+
+
+def _fit_logging() -> None:
+    """Show Module.fit's and Speedometer's INFO lines (MXNet scripts call basicConfig too)."""
+    import logging
+
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    logging.getLogger().setLevel(logging.INFO)
+
+
 def demo_train(epochs: int = 5, batch: int = 64, seed: int = 0) -> list[tuple[float, float]]:
-    """Train a small MLP with plain SGD on a synthetic 10-class problem (Gaussian clusters):
-    bind once, then forward/backward/update per batch. Prints and returns (loss, accuracy) per
-    epoch."""
+    """Train a small MLP on a synthetic 10-class problem (Gaussian clusters) with
+    ``Module.fit``: SGD with momentum, Xavier initialisation, a Speedometer and the accuracy and
+    cross-entropy metrics. Returns (cross-entropy, accuracy) per epoch."""
+    _fit_logging()
     rng = np.random.default_rng(seed)
     classes, dim, n = 10, 64, 2048
     centers = rng.standard_normal((classes, dim)) * 0.25
-    labels = rng.integers(0, classes, n)
-    data = (centers[labels] + rng.standard_normal((n, dim))).astype(np.float32)
+    labels = rng.integers(0, classes, n).astype(np.float32)
+    data = (centers[labels.astype(np.int64)] + rng.standard_normal((n, dim))).astype(np.float32)
 
     x = sym.Variable("data")
     h = sym.Activation(sym.FullyConnected(x, num_hidden=128, name="fc1"), act_type="relu",
                        name="relu1")
     out = sym.SoftmaxOutput(sym.FullyConnected(h, num_hidden=classes, name="fc2"),
-                            normalization="batch", name="softmax")
-    exe = out.simple_bind(data=(batch, dim), grad_req={k: "write" for k in
-                                                       ("fc1_weight", "fc1_bias", "fc2_weight",
-                                                        "fc2_bias")})
-    params = [k for k, g in exe.grad_dict.items() if g is not None]
-    for k in params:
-        a = exe.arg_dict[k]
-        fan_in = a.shape[1] if len(a.shape) > 1 else 1
-        a[:] = rng.standard_normal(a.shape) * np.sqrt(2.0 / fan_in) if len(a.shape) > 1 else 0
-    lr = 0.1
-    history = []
-    print(f"training an MLP {dim}-128-{classes} with SGD (lr {lr}, batch {batch}) on {n} "
-          f"synthetic samples; planned memory {exe.plan.total_bytes:,} bytes")
-    for epoch in range(1, epochs + 1):
-        order = rng.permutation(n)
-        loss = correct = seen = 0.0
-        t0 = time.perf_counter()
-        for start in range(0, n - batch + 1, batch):
-            idx = order[start:start + batch]
-            exe.arg_dict["data"][:] = data[idx]
-            exe.arg_dict["softmax_label"][:] = labels[idx]
-            probs = exe.forward(is_train=True)[0].asnumpy()
-            exe.backward()
-            for k in params:
-                w, g = exe.arg_dict[k], exe.grad_dict[k]
-                assert g is not None
-                w._data -= lr * g._data
-            p_true = probs[np.arange(batch), labels[idx]]
-            loss += float(-np.log(np.maximum(p_true, 1e-12)).sum())
-            correct += float((probs.argmax(1) == labels[idx]).sum())
-            seen += batch
-        dt = time.perf_counter() - t0
-        history.append((loss / seen, correct / seen))
-        print(f"epoch {epoch}/{epochs}  loss {loss / seen:.4f}  accuracy {correct / seen:.3f}  "
-              f"({dt * 1e3 / (seen / batch):.2f} ms per step)", flush=True)
-    return history
+                            name="softmax")
+    train = mio.NDArrayIter(data, labels, batch_size=batch, shuffle=True)
+    print(f"training an MLP {dim}-128-{classes} with Module.fit (SGD, momentum 0.9, batch "
+          f"{batch}) on {n} synthetic samples")
+    mod = module.Module(out, context=cpu())
+    record = _EpochMetrics()
+    nrandom.seed(seed)
+    mod.fit(train, eval_metric=["ce", "acc"], optimizer="sgd",
+            optimizer_params={"learning_rate": 0.05, "momentum": 0.9},
+            initializer=initializer.Xavier(), num_epoch=epochs,
+            batch_end_callback=[callback.Speedometer(batch, frequent=16, auto_reset=False),
+                                record])
+    return record.history()
 
 
 def demo_train_sparse(epochs: int = 5, batch: int = 128, seed: int = 0,
                       ) -> list[tuple[float, float]]:
-    """A sparse linear classifier: csr data (bag-of-features rows, 8 of 5,000 features active),
-    ``dot(data, weight)`` whose weight gradient is row_sparse (only the rows of the batch's
-    features), and lazy SGD with momentum updating only those rows (docs/sparse.md). Prints
-    and returns (loss, accuracy) per epoch."""
+    """A sparse linear classifier trained with ``Module.fit``: csr data (bag-of-features rows,
+    8 of 5,000 features active), ``dot(data, weight)`` whose weight gradient is row_sparse
+    (only the rows of the batch's features), and lazy SGD with momentum updating only those
+    rows (docs/sparse.md). Returns (cross-entropy, accuracy) per epoch."""
+    _fit_logging()
     rng = np.random.default_rng(seed)
     n, feats, active, classes = 8192, 5000, 8, 4
     true_w = rng.standard_normal((feats, classes))
@@ -373,43 +377,23 @@ def demo_train_sparse(epochs: int = 5, batch: int = 128, seed: int = 0,
     dataset = nd.sparse.csr_matrix((vals.ravel(), cols.ravel(), indptr), shape=(n, feats))
 
     data = sym.Variable("data", stype="csr")
-    weight = sym.Variable("weight")
+    weight = sym.Variable("weight", shape=(feats, classes), init=initializer.Normal(0.01))
     bias = sym.Variable("bias", shape=(1, classes))
     logits = sym.broadcast_add(sym.dot(data, weight), bias)
-    net = sym.SoftmaxOutput(logits, normalization="batch", name="softmax")
-    exe = net.simple_bind(data=(batch, feats), weight=(feats, classes),
-                          grad_req={"weight": "write", "bias": "write"})
-    assert exe.grad_dict["weight"] is not None and exe.grad_dict["weight"].stype == "row_sparse"
-    exe.arg_dict["weight"][:] = rng.standard_normal((feats, classes)) * 0.01
-    opt = optimizer.create("sgd", learning_rate=1.0, momentum=0.9, wd=1e-5)
-    states = {k: opt.create_state(i, exe.arg_dict[k]) for i, k in enumerate(("weight", "bias"))}
+    net = sym.SoftmaxOutput(logits, name="softmax")
+    train = mio.NDArrayIter(dataset, labels, batch_size=batch, last_batch_handle="discard")
     print(f"training a sparse linear classifier ({feats:,} features, {active} active per "
-          f"sample, {classes} classes) with csr data, a row_sparse weight gradient and lazy SGD "
-          f"momentum (batch {batch}, {n:,} samples)")
-    history = []
-    for epoch in range(1, epochs + 1):
-        loss = correct = seen = rows = 0.0
-        t0 = time.perf_counter()
-        for start in range(0, n - batch + 1, batch):
-            y = labels[start:start + batch]
-            probs = exe.forward(is_train=True, data=dataset[start:start + batch],
-                                softmax_label=y)[0].asnumpy()
-            exe.backward()
-            g = exe.grad_dict["weight"]
-            rows += g.indices.shape[0]  # type: ignore[union-attr]
-            for i, k in enumerate(("weight", "bias")):
-                opt.update(i, exe.arg_dict[k], exe.grad_dict[k], states[k])
-            yi = y.astype(np.int64)
-            loss += float(-np.log(np.maximum(probs[np.arange(batch), yi], 1e-12)).sum())
-            correct += float((probs.argmax(1) == yi).sum())
-            seen += batch
-        dt = time.perf_counter() - t0
-        steps = seen / batch
-        history.append((loss / seen, correct / seen))
-        print(f"epoch {epoch}/{epochs}  loss {loss / seen:.4f}  accuracy {correct / seen:.3f}  "
-              f"(weight rows updated per step {rows / steps:.0f} of {feats:,}; "
-              f"{dt * 1e3 / steps:.2f} ms per step)", flush=True)
-    return history
+          f"sample, {classes} classes) with Module.fit: csr batches, a row_sparse weight "
+          f"gradient and lazy SGD momentum (batch {batch}, {n:,} samples)")
+    mod = module.Module(net, context=cpu())
+    record = _EpochMetrics()
+    nrandom.seed(seed)
+    mod.fit(train, eval_metric=["ce", "acc"], optimizer="sgd",
+            optimizer_params={"learning_rate": 1.0, "momentum": 0.9, "wd": 1e-5},
+            num_epoch=epochs,
+            batch_end_callback=[callback.Speedometer(batch, frequent=32, auto_reset=False),
+                                record])
+    return record.history()
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
