@@ -68,3 +68,8 @@ class CompositionError(NNSymError, ValueError):
 
 class NoKernelError(NNSymError):
     """The operator has no kernel for these storage types on this backend."""
+
+
+class RandomArgumentError(NNSymError, ValueError):
+    """A random sampler's distribution parameters mix arrays and numbers (or are neither), or a
+    seed is not an integer."""
