@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from nnsym import random as _random
 from nnsym.errors import NNSymError, ShapeError
 from nnsym.ndarray.io import load as _nd_load
 from nnsym.ndarray.ndarray import NDArray
@@ -93,16 +94,12 @@ def _need_ndim(arr: NDArray, ndim: int, who: str, name: str) -> None:
             f"least {ndim} dimension{'s' if ndim > 1 else ''}")
 
 
-# NOTE: interim draws until nnsym.random lands (then they go through it, seedable).
-_INTERIM_RNG = np.random.default_rng()
-
-
 def _uniform(low: float, high: float, arr: NDArray) -> None:
-    arr[:] = _INTERIM_RNG.uniform(low, high, size=arr.shape)
+    _random.uniform(float(low), float(high), shape=arr.shape, out=arr)
 
 
 def _normal(loc: float, scale: float, arr: NDArray) -> None:
-    arr[:] = _INTERIM_RNG.normal(loc, scale, size=arr.shape)
+    _random.normal(float(loc), float(scale), shape=arr.shape, out=arr)
 
 
 def _draw(kind: str, low: float, high: float, shape: tuple[int, ...]) -> np.ndarray:
@@ -259,7 +256,7 @@ class Initializer:
 
     def _init_quantized_weight(self, _: str, arr: NDArray) -> None:
         # NOTE: MXNet draws one integer in [-127, 127) and fills the whole array with it.
-        arr[:] = np.int8(np.floor(_draw("uniform", -127.0, 127.0, (1,))[0]))
+        arr[:] = np.int8(_random.randint(-127, 127, dtype="int32").asnumpy()[0])
 
     def _init_default(self, name: str, _: NDArray) -> None:
         raise InitializerError(
