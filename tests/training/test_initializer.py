@@ -106,10 +106,11 @@ for _mode, _layers, _bidir, _ni, _h in [("lstm", 2, True, 3, 2), ("gru", 1, Fals
 
 
 def test_table_covers_every_fixture():
-    assert set(TABLE) == set(FIX) | set(CASES["errors"])
+    net_keys = {k for k in FIX if k.startswith("net:")}
+    assert set(TABLE) == (set(FIX) - net_keys) | set(CASES["errors"])
 
 
-@pytest.mark.parametrize("key", sorted(FIX))
+@pytest.mark.parametrize("key", sorted(set(TABLE) & set(FIX)))
 def test_fill_matches_mxnet(key):
     factory, desc, shape, *dtype = TABLE[key]
     got = fill(factory(), desc, shape, *dtype)
@@ -501,3 +502,43 @@ def test_seeded_module_initialization_order_is_reproducible():
     b = run()
     for x, y in zip(a, b, strict=True):
         np.testing.assert_array_equal(x, y)
+
+
+def test_a_net_initialized_like_module_init_params_matches_mxnet():
+    """Each variable gets InitDesc(name, its attrs): operators' __init__ attributes (BatchNorm's
+    moving stats, PReLU's gamma, UpSampling's bilinear weight) win over the name rules."""
+    data = mx.sym.Variable("data")
+    net = mx.sym.Convolution(data, kernel=(3, 3), num_filter=4, name="c1")
+    net = mx.sym.BatchNorm(net, name="bn")
+    net = mx.sym.LeakyReLU(net, act_type="prelu", name="pr")
+    net = mx.sym.UpSampling(net, scale=2, sample_type="bilinear", num_filter=4, name="up")
+    arg_shapes, _, aux_shapes = net.infer_shape(data=(1, 3, 8, 8))
+    names = net.list_arguments() + net.list_auxiliary_states()
+    shapes = dict(zip(names, arg_shapes + aux_shapes, strict=True))
+    assert {k: list(v) for k, v in shapes.items()} == CASES["net"]["shapes"]
+    attrs = net.attr_dict()
+    want_attrs = CASES["net"]["attrs"]
+    assert {k: attrs.get(k) for k in names} == {k: want_attrs.get(k) for k in names}
+    init = mx.init.Xavier()
+    for name, shape in shapes.items():
+        if name == "data":
+            continue
+        got = fill(init, D(name, attrs.get(name, {})), shape)
+        if name == "c1_weight":
+            assert np.abs(got).max() <= _xavier_scale(shape, "avg", 3.0)
+        else:
+            np.testing.assert_array_equal(got, FIX[f"net:{name}"], err_msg=name)
+
+
+def test_every_operator_init_attribute_parses():
+    from nnsym.ir.opdef import REGISTRY
+
+    seen = {}
+    for op in REGISTRY.values():
+        for var, var_attrs in op.input_var_attrs.items():
+            if "__init__" in var_attrs:
+                seen[(op.name, var)] = type(mx.init.create(var_attrs["__init__"])).__name__
+    assert seen[("BatchNorm", "moving_mean")] == "Zero"
+    assert seen[("BatchNorm", "moving_var")] == "One"
+    assert seen[("LeakyReLU", "gamma")] == "Constant"
+    assert seen[("UpSampling", "weight")] == "Bilinear"
