@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import numbers
 import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -92,6 +93,23 @@ def _need_ndim(arr: NDArray, ndim: int, who: str, name: str) -> None:
         raise InitializerError(
             f"{who} cannot initialize {name!r} of shape {arr.shape}: it needs an array of at "
             f"least {ndim} dimension{'s' if ndim > 1 else ''}")
+
+
+def _number(who: str, arg: str, value: Any, low: float | None = None,
+            strict: bool = False) -> float:
+    """``value`` as a float, checked to be a real number (not a bool) and ``>``/``>=`` low."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InitializerTypeError(f"{who}: {arg} must be a number, not {value!r}")
+    if low is not None and (value <= low if strict else value < low):
+        raise InitializerError(
+            f"{who}: {arg} must be {'>' if strict else '>='} {low:g}, got {value!r}")
+    return float(value)
+
+
+def _count(who: str, arg: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise InitializerError(f"{who}: {arg} must be a positive integer, got {value!r}")
+    return int(value)
 
 
 def _uniform(low: float, high: float, arr: NDArray) -> None:
@@ -217,6 +235,8 @@ class Initializer:
 
     def _init_bilinear(self, name: str, arr: NDArray) -> None:
         _need_ndim(arr, 4, "a bilinear (upsampling) initializer", name)
+        if arr.size == 0:
+            return
         shape = arr.shape
         f = np.ceil(shape[3] / 2.0)
         c = (2 * f - 1 - f % 2) / (2.0 * f)
@@ -465,6 +485,7 @@ class Uniform(Initializer):
     """Weights drawn uniformly from [-scale, scale]."""
 
     def __init__(self, scale: float = 0.07) -> None:
+        _number("Uniform", "scale", scale, 0.0)
         super().__init__(scale=scale)
         self.scale = scale
 
@@ -477,6 +498,7 @@ class Normal(Initializer):
     """Weights drawn from N(0, sigma^2)."""
 
     def __init__(self, sigma: float = 0.01) -> None:
+        _number("Normal", "sigma", sigma, 0.0, strict=True)
         super().__init__(sigma=sigma)
         self.sigma = sigma
 
@@ -495,6 +517,7 @@ class Orthogonal(Initializer):
         if rand_type not in _RAND_TYPES:
             raise InitializerError(
                 f"Orthogonal: rand_type must be 'uniform' or 'normal', not {rand_type!r}")
+        _number("Orthogonal", "scale", scale)
         super().__init__(scale=scale, rand_type=rand_type)
         self.scale = scale
         self.rand_type = rand_type
@@ -527,10 +550,13 @@ class Xavier(Initializer):
     ) -> None:
         if rnd_type not in ("uniform", "gaussian"):
             raise InitializerError(
-                f"Xavier: rnd_type must be 'uniform' or 'gaussian', not {rnd_type!r}")
+                f"{type(self).__name__}: rnd_type must be 'uniform' or 'gaussian', "
+                f"not {rnd_type!r}")
         if factor_type not in _FACTOR_TYPES:
             raise InitializerError(
-                f"Xavier: factor_type must be 'avg', 'in' or 'out', not {factor_type!r}")
+                f"{type(self).__name__}: factor_type must be 'avg', 'in' or 'out', "
+                f"not {factor_type!r}")
+        _number(type(self).__name__, "magnitude", magnitude, 0.0)
         super().__init__(rnd_type=rnd_type, factor_type=factor_type, magnitude=magnitude)
         self.rnd_type = rnd_type
         self.factor_type = factor_type
@@ -549,6 +575,8 @@ class Xavier(Initializer):
         return float(np.sqrt(self.magnitude / factor))
 
     def _init_weight(self, name: str, arr: NDArray) -> None:
+        if len(arr.shape) >= 2 and arr.size == 0:
+            return  # NOTE: a zero fan would divide by zero; there is nothing to fill anyway
         scale = self._scale(name, arr)
         if self.rnd_type == "uniform":
             _uniform(-scale, scale, arr)
@@ -561,6 +589,7 @@ class MSRAPrelu(Xavier):
     """He et al.'s init: gaussian Xavier with ``magnitude = 2 / (1 + slope**2)``."""
 
     def __init__(self, factor_type: str = "avg", slope: float = 0.25) -> None:
+        _number("MSRAPrelu", "slope", slope)
         super().__init__("gaussian", factor_type, 2.0 / (1 + slope**2))
         self._kwargs = {"factor_type": factor_type, "slope": slope}
 
@@ -581,6 +610,7 @@ class LSTMBias(Initializer):
     """An LSTM cell's biases: 0, except ``forget_bias`` on the forget gate (the second quarter)."""
 
     def __init__(self, forget_bias: float = 1.0) -> None:
+        _number("LSTMBias", "forget_bias", forget_bias)
         super().__init__(forget_bias=forget_bias)
         self.forget_bias = forget_bias
 
@@ -651,6 +681,9 @@ class FusedRNN(Initializer):
         if mode not in _GATES:
             raise InitializerError(
                 f"FusedRNN: mode must be one of {', '.join(_GATES)}, not {mode!r}")
+        _count("FusedRNN", "num_hidden", num_hidden)
+        _count("FusedRNN", "num_layers", num_layers)
+        _number("FusedRNN", "forget_bias", forget_bias)
         super().__init__(init=init.dumps() if init is not None else None,
                          num_hidden=num_hidden, num_layers=num_layers, mode=mode,
                          bidirectional=bidirectional, forget_bias=forget_bias)

@@ -340,11 +340,49 @@ def test_mixed_rejects_bad_arguments():
         (lambda: mx.init.MSRAPrelu(factor_type="both"), "factor_type"),
         (lambda: mx.init.Orthogonal(rand_type="gaussian"), "rand_type"),
         (lambda: mx.init.FusedRNN(None, 3, 1, "transformer"), "mode"),
+        (lambda: mx.init.FusedRNN(None, 0, 1, "lstm"), "num_hidden must be a positive integer"),
+        (lambda: mx.init.FusedRNN(None, 3, 1.5, "lstm"), "num_layers"),
+        (lambda: mx.init.Uniform(-0.1), r"Uniform: scale must be >= 0, got -0.1"),
+        (lambda: mx.init.Normal(0.0), r"Normal: sigma must be > 0"),
+        (lambda: mx.init.Xavier(magnitude=-1), r"Xavier: magnitude must be >= 0"),
+        (lambda: mx.init.create("normal", sigma=-2), "sigma"),
     ],
 )
 def test_bad_arguments_raise(make, match):
     with pytest.raises(init_mod.InitializerError, match=match):
         make()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: mx.init.Uniform("0.1"),
+        lambda: mx.init.Normal(None),
+        lambda: mx.init.Xavier(magnitude=True),
+        lambda: mx.init.Orthogonal(scale=[1.0]),
+        lambda: mx.init.LSTMBias("1"),
+        lambda: mx.init.MSRAPrelu(slope="x"),
+    ],
+)
+def test_non_numbers_are_type_errors(make):
+    with pytest.raises(init_mod.InitializerTypeError, match="must be a number"):
+        make()
+
+
+@pytest.mark.parametrize(
+    ("init", "shape"),
+    [
+        (mx.init.Xavier(factor_type="out"), (0, 5)),
+        (mx.init.Xavier(factor_type="in"), (4, 0, 3, 3)),
+        (mx.init.Bilinear(), (1, 1, 0, 0)),
+        (mx.init.Orthogonal(), (0, 3)),
+        (mx.init.Uniform(), (0,)),
+    ],
+)
+def test_empty_arrays_are_left_as_they_are(init, shape):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert fill(init, D("fc_weight"), shape).shape == shape
 
 
 @pytest.mark.parametrize(
