@@ -179,9 +179,8 @@ class Initializer:
         if init:
             try:
                 chosen = create(init)
-            except InitializerError as e:
-                raise InitializerError(f"variable {str(desc)!r}: bad __init__ attribute: {e}") \
-                    from None
+            except (InitializerError, InitializerTypeError) as e:
+                raise type(e)(f"variable {str(desc)!r}: bad __init__ attribute: {e}") from None
             chosen._init_weight(desc, arr)
             self._verbose_print(desc, init, arr)
             return

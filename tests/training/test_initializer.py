@@ -232,6 +232,8 @@ def test_create_rejects_a_non_string():
 def test_bad_init_attribute_names_the_variable():
     with pytest.raises(init_mod.InitializerError, match=r"variable 'w'.*nosuch"):
         fill(mx.init.Zero(), D("w", attrs={"__init__": '["nosuch", {}]'}), (2,))
+    with pytest.raises(init_mod.InitializerTypeError, match=r"variable 'w'.*scale must be a"):
+        fill(mx.init.Zero(), D("w", attrs={"__init__": '["uniform", {"scale": "a"}]'}), (2,))
 
 
 def test_register_and_alias_a_custom_initializer():
