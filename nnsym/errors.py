@@ -84,3 +84,8 @@ class DataIterUnsupportedError(NNSymError, NotImplementedError):
 
 class DataFormatError(NNSymError, ValueError):
     """A malformed data file (CSV, LibSVM, MNIST idx): names the file, the line and the fault."""
+
+
+class RandomArgumentError(NNSymError, ValueError):
+    """A random sampler's distribution parameters mix arrays and numbers (or are neither), or a
+    seed is not an integer."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import numbers
 import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -19,6 +20,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from nnsym import random as _random
 from nnsym.errors import NNSymError, ShapeError
 from nnsym.ndarray.io import load as _nd_load
 from nnsym.ndarray.ndarray import NDArray
@@ -93,16 +95,29 @@ def _need_ndim(arr: NDArray, ndim: int, who: str, name: str) -> None:
             f"least {ndim} dimension{'s' if ndim > 1 else ''}")
 
 
-# NOTE: interim draws until nnsym.random lands (then they go through it, seedable).
-_INTERIM_RNG = np.random.default_rng()
+def _number(who: str, arg: str, value: Any, low: float | None = None,
+            strict: bool = False) -> float:
+    """``value`` as a float, checked to be a real number (not a bool) and ``>``/``>=`` low."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InitializerTypeError(f"{who}: {arg} must be a number, not {value!r}")
+    if low is not None and (value <= low if strict else value < low):
+        raise InitializerError(
+            f"{who}: {arg} must be {'>' if strict else '>='} {low:g}, got {value!r}")
+    return float(value)
+
+
+def _count(who: str, arg: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise InitializerError(f"{who}: {arg} must be a positive integer, got {value!r}")
+    return int(value)
 
 
 def _uniform(low: float, high: float, arr: NDArray) -> None:
-    arr[:] = _INTERIM_RNG.uniform(low, high, size=arr.shape)
+    _random.uniform(float(low), float(high), shape=arr.shape, out=arr)
 
 
 def _normal(loc: float, scale: float, arr: NDArray) -> None:
-    arr[:] = _INTERIM_RNG.normal(loc, scale, size=arr.shape)
+    _random.normal(float(loc), float(scale), shape=arr.shape, out=arr)
 
 
 def _draw(kind: str, low: float, high: float, shape: tuple[int, ...]) -> np.ndarray:
@@ -164,9 +179,8 @@ class Initializer:
         if init:
             try:
                 chosen = create(init)
-            except InitializerError as e:
-                raise InitializerError(f"variable {str(desc)!r}: bad __init__ attribute: {e}") \
-                    from None
+            except (InitializerError, InitializerTypeError) as e:
+                raise type(e)(f"variable {str(desc)!r}: bad __init__ attribute: {e}") from None
             chosen._init_weight(desc, arr)
             self._verbose_print(desc, init, arr)
             return
@@ -220,6 +234,8 @@ class Initializer:
 
     def _init_bilinear(self, name: str, arr: NDArray) -> None:
         _need_ndim(arr, 4, "a bilinear (upsampling) initializer", name)
+        if arr.size == 0:
+            return
         shape = arr.shape
         f = np.ceil(shape[3] / 2.0)
         c = (2 * f - 1 - f % 2) / (2.0 * f)
@@ -259,7 +275,7 @@ class Initializer:
 
     def _init_quantized_weight(self, _: str, arr: NDArray) -> None:
         # NOTE: MXNet draws one integer in [-127, 127) and fills the whole array with it.
-        arr[:] = np.int8(np.floor(_draw("uniform", -127.0, 127.0, (1,))[0]))
+        arr[:] = np.int8(_random.randint(-127, 127, dtype="int32").asnumpy()[0])
 
     def _init_default(self, name: str, _: NDArray) -> None:
         raise InitializerError(
@@ -468,6 +484,7 @@ class Uniform(Initializer):
     """Weights drawn uniformly from [-scale, scale]."""
 
     def __init__(self, scale: float = 0.07) -> None:
+        _number("Uniform", "scale", scale, 0.0)
         super().__init__(scale=scale)
         self.scale = scale
 
@@ -480,6 +497,7 @@ class Normal(Initializer):
     """Weights drawn from N(0, sigma^2)."""
 
     def __init__(self, sigma: float = 0.01) -> None:
+        _number("Normal", "sigma", sigma, 0.0, strict=True)
         super().__init__(sigma=sigma)
         self.sigma = sigma
 
@@ -498,6 +516,7 @@ class Orthogonal(Initializer):
         if rand_type not in _RAND_TYPES:
             raise InitializerError(
                 f"Orthogonal: rand_type must be 'uniform' or 'normal', not {rand_type!r}")
+        _number("Orthogonal", "scale", scale)
         super().__init__(scale=scale, rand_type=rand_type)
         self.scale = scale
         self.rand_type = rand_type
@@ -530,10 +549,13 @@ class Xavier(Initializer):
     ) -> None:
         if rnd_type not in ("uniform", "gaussian"):
             raise InitializerError(
-                f"Xavier: rnd_type must be 'uniform' or 'gaussian', not {rnd_type!r}")
+                f"{type(self).__name__}: rnd_type must be 'uniform' or 'gaussian', "
+                f"not {rnd_type!r}")
         if factor_type not in _FACTOR_TYPES:
             raise InitializerError(
-                f"Xavier: factor_type must be 'avg', 'in' or 'out', not {factor_type!r}")
+                f"{type(self).__name__}: factor_type must be 'avg', 'in' or 'out', "
+                f"not {factor_type!r}")
+        _number(type(self).__name__, "magnitude", magnitude, 0.0)
         super().__init__(rnd_type=rnd_type, factor_type=factor_type, magnitude=magnitude)
         self.rnd_type = rnd_type
         self.factor_type = factor_type
@@ -552,6 +574,8 @@ class Xavier(Initializer):
         return float(np.sqrt(self.magnitude / factor))
 
     def _init_weight(self, name: str, arr: NDArray) -> None:
+        if len(arr.shape) >= 2 and arr.size == 0:
+            return  # NOTE: a zero fan would divide by zero; there is nothing to fill anyway
         scale = self._scale(name, arr)
         if self.rnd_type == "uniform":
             _uniform(-scale, scale, arr)
@@ -564,6 +588,7 @@ class MSRAPrelu(Xavier):
     """He et al.'s init: gaussian Xavier with ``magnitude = 2 / (1 + slope**2)``."""
 
     def __init__(self, factor_type: str = "avg", slope: float = 0.25) -> None:
+        _number("MSRAPrelu", "slope", slope)
         super().__init__("gaussian", factor_type, 2.0 / (1 + slope**2))
         self._kwargs = {"factor_type": factor_type, "slope": slope}
 
@@ -584,6 +609,7 @@ class LSTMBias(Initializer):
     """An LSTM cell's biases: 0, except ``forget_bias`` on the forget gate (the second quarter)."""
 
     def __init__(self, forget_bias: float = 1.0) -> None:
+        _number("LSTMBias", "forget_bias", forget_bias)
         super().__init__(forget_bias=forget_bias)
         self.forget_bias = forget_bias
 
@@ -654,6 +680,9 @@ class FusedRNN(Initializer):
         if mode not in _GATES:
             raise InitializerError(
                 f"FusedRNN: mode must be one of {', '.join(_GATES)}, not {mode!r}")
+        _count("FusedRNN", "num_hidden", num_hidden)
+        _count("FusedRNN", "num_layers", num_layers)
+        _number("FusedRNN", "forget_bias", forget_bias)
         super().__init__(init=init.dumps() if init is not None else None,
                          num_hidden=num_hidden, num_layers=num_layers, mode=mode,
                          bidirectional=bidirectional, forget_bias=forget_bias)

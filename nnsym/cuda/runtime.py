@@ -41,7 +41,7 @@ from nnsym.cuda.source import (
 )
 from nnsym.errors import NNSymError
 from nnsym.ir.spec import KernelSpec, Launch
-from nnsym.ops.nn.dropout import next_seed
+from nnsym.ops.common.rng import next_seed
 
 BLOCK = 256
 MAX_GRID = 65535

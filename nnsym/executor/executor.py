@@ -35,8 +35,8 @@ from nnsym.ndarray.sparse import (
     wrap,
     zeros,
 )
+from nnsym.ops.common.rng import next_seed
 from nnsym.ops.common.stype import Decision, on_fallback
-from nnsym.ops.nn.dropout import next_seed
 from nnsym.passes.gradient import gradient
 from nnsym.passes.infer import infer_shape, infer_type
 from nnsym.passes.lower import dense_kernel, lower
@@ -390,7 +390,7 @@ class Executor:
             fn_of = {sp.name: fn for sp, fn in zip(specs, compiler.functions(specs))}
         self._workspaces: list[np.ndarray] = []
         self._keep: list[Any] = []
-        self._seeds: list[tuple[Any, int]] = []  # (fa, slot) to reseed before a training run
+        self._seeds: list[tuple[Any, int]] = []  # (fa, slot) to reseed before every run
 
         def prebind(nid: int, low: Lowered, target: list[Any]) -> None:
             ins = idx.input_entries[nid]
@@ -555,9 +555,10 @@ class Executor:
         for arr, value in self._pinned:
             arr[:] = value
         self._last_train = is_train
-        if is_train:
-            for fa, slot in self._seeds:
-                fa[slot] = float(next_seed())
+        # every run draws new random values (Dropout in training or mode='always', RReLU, the
+        # random operators), as MXNet's generators advance on every forward
+        for fa, slot in self._seeds:
+            fa[slot] = float(next_seed())
         self._exec(self._packed["train" if is_train else "infer"])
         return list(self.outputs)
 

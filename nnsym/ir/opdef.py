@@ -131,6 +131,10 @@ class OpDef:
     pinned_inputs: Callable[[Any], Mapping[int, float]] | None = None
     # Expose as nnsym.sym.sparse.<name> too.
     sparse: bool = False
+    # Draws from the run's seed (Launch.seed_slot): outputs are samples, so the kernel and the
+    # reference agree in distribution, not in values (the table-driven tests compare shapes and
+    # dtypes only; the random family's own tests check the statistics).
+    random: bool = False
     # Test table: valid examples and invalid parameter sets (each must raise OperatorParamError).
     examples: tuple[Example, ...] = ()
     bad_params: tuple[Mapping[str, Any], ...] = ()

@@ -103,7 +103,7 @@ class Launch:
     fa: tuple[float, ...] = ()
     workspace: int = 0
     # fa[seed_slot] takes a fresh random seed before every run (Dropout's masks); the runtime
-    # draws it from nnsym.ops.nn.dropout.next_seed().
+    # draws it from nnsym.ops.common.rng.next_seed().
     seed_slot: int | None = None
     # Which of the node's pointers (inputs, then outputs) this launch gets, in order; None: all.
     # Lets a backward node reuse a forward kernel on a subset (its shape-only inputs left out).

@@ -20,6 +20,7 @@ contrib, _internal, sparse = _subs["contrib"], _subs["_internal"], _subs["sparse
 _add_sparse_api(sparse)
 _fastcall.add_namespaces(_sys.modules[__name__], contrib, _internal, sparse)
 _fluent.install(NDArray, _fluent.NDARRAY_FLUENT, _functions, _sys.modules[__name__])
+from nnsym.ndarray import random  # noqa: E402
 from nnsym.ndarray.interop import (  # noqa: E402
     from_dlpack,
     from_numpy,
@@ -36,6 +37,7 @@ from nnsym.ndarray.optim_ops import (  # noqa: E402
 )
 
 sparse.adagrad_update = adagrad_update
+random.install(_functions)
 
 
 def __getattr__(name: str) -> Any:
@@ -60,6 +62,7 @@ __all__ = [
     "load",
     "load_frombuffer",
     "ones",
+    "random",
     "save",
     "save_tobuffer",
     "sgd_mom_update",

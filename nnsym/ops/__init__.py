@@ -16,6 +16,7 @@ from nnsym.ops.nn import (  # noqa: F401
     norm,
     sequence,
 )
+from nnsym.ops.random import permute, sample  # noqa: F401
 from nnsym.ops.reduce import broadcast_reduce, gather_nd, index, indexing, sort  # noqa: F401
 from nnsym.ops.shape import (  # noqa: F401
     cast,

@@ -19,7 +19,7 @@ from nnsym.errors import NoKernelError, ShapeError, node_error
 from nnsym.ir.graph import Entry, Graph, GraphAttrs, Node, variable
 from nnsym.ir.opdef import DENSE, OpDef
 from nnsym.ir.spec import Lowered
-from nnsym.ops.nn.dropout import next_seed
+from nnsym.ops.common.rng import next_seed
 from nnsym.passes.infer import infer_shape, infer_type
 from nnsym.passes.lower import lower
 from nnsym.passes.manager import run_passes

@@ -22,6 +22,9 @@ _functions, _subs = _populate_namespaces("nnsym.symbol", _make_function)
 globals().update(_functions)
 contrib, _internal, sparse = _subs["contrib"], _subs["_internal"], _subs["sparse"]
 _fluent.install(Symbol, _fluent.SYMBOL_FLUENT, _functions, _sys.modules[__name__])
+from nnsym.symbol import random  # noqa: E402
+
+random.install(_functions)
 
 
 def __getattr__(name: str) -> Any:
@@ -41,6 +44,7 @@ __all__ = [
     "contrib",
     "load",
     "load_json",
+    "random",
     "sparse",
     "var",
 ]

@@ -16,6 +16,7 @@ import pytest
 
 import nnsym as mx
 from nnsym import initializer as init_mod
+from nnsym import random as nnsym_random
 from nnsym.errors import NNSymError, ShapeError
 from nnsym.initializer import InitDesc as D
 
@@ -105,10 +106,11 @@ for _mode, _layers, _bidir, _ni, _h in [("lstm", 2, True, 3, 2), ("gru", 1, Fals
 
 
 def test_table_covers_every_fixture():
-    assert set(TABLE) == set(FIX) | set(CASES["errors"])
+    net_keys = {k for k in FIX if k.startswith("net:")}
+    assert set(TABLE) == (set(FIX) - net_keys) | set(CASES["errors"])
 
 
-@pytest.mark.parametrize("key", sorted(FIX))
+@pytest.mark.parametrize("key", sorted(set(TABLE) & set(FIX)))
 def test_fill_matches_mxnet(key):
     factory, desc, shape, *dtype = TABLE[key]
     got = fill(factory(), desc, shape, *dtype)
@@ -230,6 +232,8 @@ def test_create_rejects_a_non_string():
 def test_bad_init_attribute_names_the_variable():
     with pytest.raises(init_mod.InitializerError, match=r"variable 'w'.*nosuch"):
         fill(mx.init.Zero(), D("w", attrs={"__init__": '["nosuch", {}]'}), (2,))
+    with pytest.raises(init_mod.InitializerTypeError, match=r"variable 'w'.*scale must be a"):
+        fill(mx.init.Zero(), D("w", attrs={"__init__": '["uniform", {"scale": "a"}]'}), (2,))
 
 
 def test_register_and_alias_a_custom_initializer():
@@ -338,11 +342,49 @@ def test_mixed_rejects_bad_arguments():
         (lambda: mx.init.MSRAPrelu(factor_type="both"), "factor_type"),
         (lambda: mx.init.Orthogonal(rand_type="gaussian"), "rand_type"),
         (lambda: mx.init.FusedRNN(None, 3, 1, "transformer"), "mode"),
+        (lambda: mx.init.FusedRNN(None, 0, 1, "lstm"), "num_hidden must be a positive integer"),
+        (lambda: mx.init.FusedRNN(None, 3, 1.5, "lstm"), "num_layers"),
+        (lambda: mx.init.Uniform(-0.1), r"Uniform: scale must be >= 0, got -0.1"),
+        (lambda: mx.init.Normal(0.0), r"Normal: sigma must be > 0"),
+        (lambda: mx.init.Xavier(magnitude=-1), r"Xavier: magnitude must be >= 0"),
+        (lambda: mx.init.create("normal", sigma=-2), "sigma"),
     ],
 )
 def test_bad_arguments_raise(make, match):
     with pytest.raises(init_mod.InitializerError, match=match):
         make()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: mx.init.Uniform("0.1"),
+        lambda: mx.init.Normal(None),
+        lambda: mx.init.Xavier(magnitude=True),
+        lambda: mx.init.Orthogonal(scale=[1.0]),
+        lambda: mx.init.LSTMBias("1"),
+        lambda: mx.init.MSRAPrelu(slope="x"),
+    ],
+)
+def test_non_numbers_are_type_errors(make):
+    with pytest.raises(init_mod.InitializerTypeError, match="must be a number"):
+        make()
+
+
+@pytest.mark.parametrize(
+    ("init", "shape"),
+    [
+        (mx.init.Xavier(factor_type="out"), (0, 5)),
+        (mx.init.Xavier(factor_type="in"), (4, 0, 3, 3)),
+        (mx.init.Bilinear(), (1, 1, 0, 0)),
+        (mx.init.Orthogonal(), (0, 3)),
+        (mx.init.Uniform(), (0,)),
+    ],
+)
+def test_empty_arrays_are_left_as_they_are(init, shape):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert fill(init, D("fc_weight"), shape).shape == shape
 
 
 @pytest.mark.parametrize(
@@ -458,3 +500,85 @@ def test_xavier_through_the_init_attribute_uses_the_attributes_numbers():
     desc = D("anything", attrs={"__init__": mx.init.Xavier("gaussian", "in", 6).dumps()})
     w = fill(mx.init.Zero(), desc, (256, 128))
     assert w.std() == pytest.approx(np.sqrt(6 / 128), rel=0.02)
+
+
+RANDOM_INITS = [
+    ("Uniform", lambda: mx.init.Uniform(0.2), (5, 6)),
+    ("Normal", lambda: mx.init.Normal(0.3), (5, 6)),
+    ("Xavier", lambda: mx.init.Xavier(), (5, 6, 2, 2)),
+    ("Xavier-gaussian", lambda: mx.init.Xavier("gaussian", "out", 2), (5, 6)),
+    ("MSRAPrelu", lambda: mx.init.MSRAPrelu(), (5, 6)),
+    ("Orthogonal", lambda: mx.init.Orthogonal(rand_type="normal"), (5, 6)),
+    ("FusedRNN", lambda: mx.init.FusedRNN(mx.init.Uniform(), 2, 1, "lstm"), (64,)),
+]
+
+
+@pytest.mark.parametrize(("label", "make", "shape"), RANDOM_INITS, ids=[r[0] for r in RANDOM_INITS])
+def test_random_fills_are_reproducible_after_seed(label, make, shape):
+    nnsym_random.seed(1234)
+    first = fill(make(), D("fc_weight"), shape)
+    second = fill(make(), D("fc_weight"), shape)
+    nnsym_random.seed(1234)
+    again = fill(make(), D("fc_weight"), shape)
+    nnsym_random.seed(4321)
+    other = fill(make(), D("fc_weight"), shape)
+    np.testing.assert_array_equal(first, again)
+    assert not np.array_equal(first, second)  # the stream moves on between calls
+    assert not np.array_equal(first, other)
+
+
+def test_seeded_module_initialization_order_is_reproducible():
+    """A whole net's worth of arrays, initialized in order, comes out the same after seed."""
+    names = [("c1_weight", (4, 3, 3, 3)), ("c1_bias", (4,)), ("bn_gamma", (4,)),
+             ("fc_weight", (10, 16)), ("fc_bias", (10,))]
+
+    def run() -> list[np.ndarray]:
+        init = mx.init.Xavier(magnitude=2.0)
+        return [fill(init, D(n), s) for n, s in names]
+
+    nnsym_random.seed(99)
+    a = run()
+    nnsym_random.seed(99)
+    b = run()
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_a_net_initialized_like_module_init_params_matches_mxnet():
+    """Each variable gets InitDesc(name, its attrs): operators' __init__ attributes (BatchNorm's
+    moving stats, PReLU's gamma, UpSampling's bilinear weight) win over the name rules."""
+    data = mx.sym.Variable("data")
+    net = mx.sym.Convolution(data, kernel=(3, 3), num_filter=4, name="c1")
+    net = mx.sym.BatchNorm(net, name="bn")
+    net = mx.sym.LeakyReLU(net, act_type="prelu", name="pr")
+    net = mx.sym.UpSampling(net, scale=2, sample_type="bilinear", num_filter=4, name="up")
+    arg_shapes, _, aux_shapes = net.infer_shape(data=(1, 3, 8, 8))
+    names = net.list_arguments() + net.list_auxiliary_states()
+    shapes = dict(zip(names, arg_shapes + aux_shapes, strict=True))
+    assert {k: list(v) for k, v in shapes.items()} == CASES["net"]["shapes"]
+    attrs = net.attr_dict()
+    want_attrs = CASES["net"]["attrs"]
+    assert {k: attrs.get(k) for k in names} == {k: want_attrs.get(k) for k in names}
+    init = mx.init.Xavier()
+    for name, shape in shapes.items():
+        if name == "data":
+            continue
+        got = fill(init, D(name, attrs.get(name, {})), shape)
+        if name == "c1_weight":
+            assert np.abs(got).max() <= _xavier_scale(shape, "avg", 3.0)
+        else:
+            np.testing.assert_array_equal(got, FIX[f"net:{name}"], err_msg=name)
+
+
+def test_every_operator_init_attribute_parses():
+    from nnsym.ir.opdef import REGISTRY
+
+    seen = {}
+    for op in REGISTRY.values():
+        for var, var_attrs in op.input_var_attrs.items():
+            if "__init__" in var_attrs:
+                seen[(op.name, var)] = type(mx.init.create(var_attrs["__init__"])).__name__
+    assert seen[("BatchNorm", "moving_mean")] == "Zero"
+    assert seen[("BatchNorm", "moving_var")] == "One"
+    assert seen[("LeakyReLU", "gamma")] == "Constant"
+    assert seen[("UpSampling", "weight")] == "Bilinear"

@@ -2,8 +2,9 @@
 
 With ``mode='always'`` the mask is random: each mask element is kept when a counter-based
 generator (splitmix64 of a seed and the element's index) says so, the same in the C kernel and
-in the numpy reference. The seed is drawn from this module's generator when a call is lowered
-(and by every reference call), so ``seed(n)`` makes what follows reproducible.
+in the numpy reference. The seed comes from the one seed source, ``nnsym.ops.common.rng``
+(``seed`` here is its alias; ``nnsym.random.seed`` calls it), so ``seed(n)`` makes what follows
+reproducible.
 The seed is a run-time value (``Launch.seed_slot``): the runtime draws a fresh one before every
 run, so a cached imperative call or a bound executor gets a new mask each time.
 """
@@ -11,7 +12,6 @@ run, so a cached imperative call or a bound executor gets a new mask each time.
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,23 +22,10 @@ from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.common.exprs import binary_lowering
 from nnsym.ops.common.grad import node_gradient
+from nnsym.ops.common.rng import next_seed, seed
 from nnsym.types import shape_str
 
-_RNG = np.random.default_rng()
-_RNG_LOCK = threading.Lock()
-
-
-def seed(n: int) -> None:
-    """Reseed the generator that hands every random (mode='always') dropout its mask seed."""
-    global _RNG
-    with _RNG_LOCK:
-        _RNG = np.random.default_rng(n)
-
-
-def next_seed() -> int:
-    """The next mask seed: 53 bits, so it travels exactly as a double in a kernel's ``fa``."""
-    with _RNG_LOCK:
-        return int(_RNG.integers(0, 2**53))
+__all__ = ["DROPOUT", "keep_flags", "next_seed", "seed"]
 
 
 def keep_flags(mask_seed: int, pkeep: float, n: int) -> np.ndarray:

@@ -113,6 +113,20 @@ for mode, layers, bidir, ni, h in [("lstm", 2, True, 3, 2), ("gru", 1, False, 4,
          D("rnn_parameters", attrs={"__init__": mx.init.FusedRNN(
              None, h, layers, mode, bidir).dumps()}), (total,))
 
+# a small net initialized as Module.init_params does: InitDesc(name, the variable's attrs)
+data = mx.sym.Variable("data")
+net = mx.sym.Convolution(data, kernel=(3, 3), num_filter=4, name="c1")
+net = mx.sym.BatchNorm(net, name="bn")
+net = mx.sym.LeakyReLU(net, act_type="prelu", name="pr")
+net = mx.sym.UpSampling(net, scale=2, sample_type="bilinear", num_filter=4, name="up")
+arg_shapes, _, aux_shapes = net.infer_shape(data=(1, 3, 8, 8))
+attrs = net.attr_dict()
+shapes = dict(zip(net.list_arguments() + net.list_auxiliary_states(), arg_shapes + aux_shapes))
+cases["net"] = {"attrs": attrs, "shapes": {k: list(v) for k, v in shapes.items()}}
+for name, shape in shapes.items():
+    if name not in ("data", "c1_weight"):  # c1_weight is a random (Xavier) draw
+        fill(f"net:{name}", mx.init.Xavier(), D(name, attrs.get(name, {})), shape)
+
 # dumps() strings
 cases["dumps"] = {
     "Zero()": mx.init.Zero().dumps(),

@@ -1,0 +1,158 @@
+"""nnsym.random and nd.random / sym.random: seeding, out=, dispatch between the random_* and
+sample_* operators, symbols that bind and round-trip."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nnsym as mx
+import nnsym.random as mxrandom
+from nnsym import nd, sym
+from nnsym.errors import NNSymError, OperatorParamError, RandomArgumentError
+
+
+def test_seed_reproduces_samples_and_dropout_masks():
+    x = nd.ones((40, 30))
+    mxrandom.seed(11)
+    a = nd.random.uniform(shape=(5, 7)).asnumpy()
+    b = nd.random.normal(2, 3, shape=(9,)).asnumpy()
+    d1 = nd.Dropout(x, p=0.5, mode="always").asnumpy()
+    mxrandom.seed(11)
+    np.testing.assert_array_equal(nd.random.uniform(shape=(5, 7)).asnumpy(), a)
+    np.testing.assert_array_equal(nd.random.normal(2, 3, shape=(9,)).asnumpy(), b)
+    np.testing.assert_array_equal(nd.Dropout(x, p=0.5, mode="always").asnumpy(), d1)
+    # the next call draws a new run seed
+    assert (nd.random.uniform(shape=(5, 7)).asnumpy() != a).any()
+
+
+def test_seed_rejects_non_integers():
+    with pytest.raises(RandomArgumentError, match="seed_state must be an int"):
+        mxrandom.seed(1.5)  # type: ignore[arg-type]
+    with pytest.raises(RandomArgumentError, match="ctx"):
+        mxrandom.seed(1, ctx="gpu")
+    mxrandom.seed(3, ctx=mx.cpu())
+
+
+def test_uniform_and_normal_defaults_shape_dtype():
+    u = nd.random.uniform()
+    assert u.shape == (1,) and u.dtype == np.float32
+    v = nd.random.normal(shape=(2, 3), dtype="float64")
+    assert v.shape == (2, 3) and v.dtype == np.float64
+    w = mxrandom.uniform(-1, 1, (3,), "float16")
+    assert w.shape == (3,) and w.dtype == np.float16
+    assert ((w.asnumpy() >= -1) & (w.asnumpy() <= 1)).all()
+
+
+def test_out_writes_into_the_given_array():
+    out = nd.zeros((200, 5), dtype="float64")
+    res = mxrandom.uniform(2.0, 3.0, out=out)
+    assert res is out
+    vals = out.asnumpy()
+    assert vals.dtype == np.float64 and ((vals >= 2) & (vals < 3)).all()
+    assert len(np.unique(vals)) > 900
+    low, high = nd.array([0.0, 10.0]), nd.array([1.0, 20.0])
+    out2 = nd.zeros((2, 50))
+    nd.random.uniform(low, high, shape=50, out=out2)
+    o = out2.asnumpy()
+    assert (o[0] < 1).all() and (o[1] >= 10).all()
+
+
+def test_array_parameters_dispatch_to_sample_ops():
+    mu = nd.array([[0.0, 100.0], [-100.0, 5.0]])
+    sigma = nd.array([[1.0, 1.0], [1.0, 0.1]])
+    s = nd.random.normal(mu, sigma, shape=(400,))
+    assert s.shape == (2, 2, 400) and s.dtype == np.float32
+    np.testing.assert_allclose(s.asnumpy().mean(axis=-1), mu.asnumpy(), atol=0.3)
+    e = nd.random.exponential(nd.array([0.5, 4.0]), shape=4000)  # scale, as MXNet's wrapper
+    np.testing.assert_allclose(e.asnumpy().mean(axis=-1), [0.5, 4.0], rtol=0.1)
+
+
+def test_mixed_parameter_kinds_are_refused():
+    with pytest.raises(RandomArgumentError, match="all numbers or all NDArrays"):
+        nd.random.uniform(0, nd.array([1.0]))
+    with pytest.raises(RandomArgumentError, match="all numbers or all Symbols"):
+        sym.random.normal(sym.var("a"), 1.0)
+    with pytest.raises(RandomArgumentError, match="scale must be positive"):
+        nd.random.exponential(0.0)
+
+
+@pytest.mark.parametrize(
+    ("fn", "kwargs", "what"),
+    [
+        (nd.random.uniform, {"low": 2.0, "high": 1.0}, "low"),
+        (nd.random.normal, {"scale": -1.0}, "scale"),
+        (nd.random.gamma, {"alpha": 0.0}, "alpha"),
+        (nd.random.poisson, {"lam": -1.0}, "lam"),
+        (nd.random.negative_binomial, {"k": 2, "p": 0.0}, "p"),
+        (nd.random.generalized_negative_binomial, {"mu": -1.0}, "mu"),
+        (nd.random.randint, {"low": 5, "high": 5}, "low"),
+        (nd.random.uniform, {"dtype": "int32"}, "dtype"),
+    ],
+)
+def test_bad_parameters_raise_operator_param_errors(fn, kwargs, what):
+    with pytest.raises(OperatorParamError, match=what) as e:
+        fn(shape=(2,), **kwargs)
+    assert isinstance(e.value, NNSymError) and isinstance(e.value, ValueError)
+
+
+def test_symbols_bind_run_and_round_trip_json():
+    a = sym.random.uniform(1.0, 2.0, shape=(3, 4), name="u")
+    b = sym.random.normal(shape=(3, 4), dtype="float64", name="n")
+    g = sym.Group([a, b])
+    assert g.infer_shape() == ([], [(3, 4), (3, 4)], [])
+    assert g.infer_type()[1] == [np.float32, np.float64]
+    text = g.tojson()
+    assert sym.load_json(text).tojson() == text
+    ex = sym.load_json(text).bind(mx.cpu(), {})
+    u1, n1 = (o.asnumpy() for o in ex.forward())
+    assert ((u1 >= 1) & (u1 < 2)).all() and n1.dtype == np.float64
+    u2 = ex.forward()[0].asnumpy()
+    assert (u1 != u2).any()  # a fresh run seed per forward
+    mxrandom.seed(5)
+    first = ex.forward()[0].asnumpy()
+    mxrandom.seed(5)
+    np.testing.assert_array_equal(ex.forward()[0].asnumpy(), first)
+
+
+def test_symbol_sample_forms_take_symbols():
+    mu, sigma = sym.var("mu"), sym.var("sigma")
+    s = sym.random.normal(mu, sigma, shape=(2,))
+    assert s.list_arguments() == ["mu", "sigma"]
+    _, outs, _ = s.infer_shape(mu=(3,), sigma=(3,))
+    assert outs == [(3, 2)]
+    ex = s.bind(mx.cpu(), {"mu": nd.array([0.0, 10.0, 20.0]), "sigma": nd.array([1.0] * 3)})
+    v = ex.forward()[0].asnumpy()
+    assert v.shape == (3, 2) and (np.abs(v - [[0], [10], [20]]) < 8).all()
+
+
+def test_like_multinomial_shuffle_and_randint():
+    x = nd.zeros((3, 5), dtype="float64")
+    u = nd.random.uniform_like(x, low=4.0, high=5.0)
+    assert u.shape == (3, 5) and u.dtype == np.float64 and (u.asnumpy() >= 4).all()
+    assert set(nd.random.__all__) >= {"uniform_like", "normal_like", "gamma_like", "poisson_like",
+                                      "exponential_like", "negative_binomial_like",
+                                      "generalized_negative_binomial_like", "randn"}
+    r = nd.random.randint(-3, 3, shape=(1000,))
+    assert r.dtype == np.int32 and set(np.unique(r.asnumpy())) == set(range(-3, 3))
+    assert nd.random.randint(0, 2**40, shape=(4,), dtype="int64").dtype == np.int64
+    m, lp = nd.random.multinomial(nd.array([[0.0, 1.0, 0.0], [0.5, 0.0, 0.5]]), shape=(6,),
+                                  get_prob=True)
+    assert m.shape == (2, 6) and m.dtype == np.int32
+    assert (m.asnumpy()[0] == 1).all() and set(m.asnumpy()[1]) <= {0, 2}
+    np.testing.assert_allclose(lp.asnumpy()[0], 0.0)
+    np.testing.assert_allclose(lp.asnumpy()[1], np.log(0.5), rtol=1e-6)
+    data = nd.array(np.arange(30).reshape(10, 3))
+    sh = nd.random.shuffle(data).asnumpy()
+    assert sorted(map(tuple, sh)) == sorted(map(tuple, data.asnumpy()))
+    assert nd.random.randn(2, 3).shape == (2, 3)
+
+
+def test_namespaces_have_mxnet_names():
+    for name in ("uniform", "normal", "randn", "poisson", "exponential", "gamma", "multinomial",
+                 "negative_binomial", "generalized_negative_binomial", "shuffle", "randint"):
+        assert callable(getattr(nd.random, name)) and callable(getattr(sym.random, name))
+    for name in ("random_uniform", "random_normal", "random_randint", "uniform", "normal",
+                 "sample_multinomial", "shuffle", "_random_uniform_like", "sample_gamma"):
+        assert callable(getattr(nd, name)) and callable(getattr(sym, name))
+    assert callable(mxrandom.seed) and mxrandom.uniform is nd.random.uniform
