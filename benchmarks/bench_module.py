@@ -20,8 +20,6 @@ import textwrap
 import time
 from pathlib import Path
 
-import numpy as np
-
 N, D, CLASSES, BATCH = 60000, 784, 10, 100
 
 SCRIPT = textwrap.dedent(

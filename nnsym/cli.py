@@ -4,10 +4,12 @@ or run the built-in ``demo``."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +17,8 @@ import numpy as np
 
 from nnsym import callback, fileio, initializer, module
 from nnsym import io as mio
-from nnsym import random as nrandom
 from nnsym import ndarray as nd
+from nnsym import random as nrandom
 from nnsym import symbol as sym
 from nnsym import visualization as viz
 from nnsym.codegen import cache, compiler
@@ -320,20 +322,34 @@ class _EpochMetrics:
         return [(v["cross-entropy"], v["accuracy"]) for _, v in sorted(self.by_epoch.items())]
 
 
-def _fit_logging() -> None:
-    """Show Module.fit's and Speedometer's INFO lines (MXNet scripts call basicConfig too)."""
-    import logging
+class _StdoutHandler(logging.Handler):
+    """Writes records to whatever ``sys.stdout`` is when they are emitted."""
 
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
-    logging.getLogger().setLevel(logging.INFO)
+    def emit(self, record: logging.LogRecord) -> None:
+        print(self.format(record), flush=True)
+
+
+@contextlib.contextmanager
+def _fit_logging() -> Iterator[None]:
+    """Show Module.fit's and Speedometer's INFO lines on standard output while the demo
+    trains (as an MXNet script's ``logging.basicConfig(level=logging.INFO)`` would)."""
+    root = logging.getLogger()
+    handler = _StdoutHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
 
 
 def demo_train(epochs: int = 5, batch: int = 64, seed: int = 0) -> list[tuple[float, float]]:
     """Train a small MLP on a synthetic 10-class problem (Gaussian clusters) with
     ``Module.fit``: SGD with momentum, Xavier initialisation, a Speedometer and the accuracy and
     cross-entropy metrics. Returns (cross-entropy, accuracy) per epoch."""
-    _fit_logging()
     rng = np.random.default_rng(seed)
     classes, dim, n = 10, 64, 2048
     centers = rng.standard_normal((classes, dim)) * 0.25
@@ -351,11 +367,12 @@ def demo_train(epochs: int = 5, batch: int = 64, seed: int = 0) -> list[tuple[fl
     mod = module.Module(out, context=cpu())
     record = _EpochMetrics()
     nrandom.seed(seed)
-    mod.fit(train, eval_metric=["ce", "acc"], optimizer="sgd",
-            optimizer_params={"learning_rate": 0.05, "momentum": 0.9},
-            initializer=initializer.Xavier(), num_epoch=epochs,
-            batch_end_callback=[callback.Speedometer(batch, frequent=16, auto_reset=False),
-                                record])
+    with _fit_logging():
+        mod.fit(train, eval_metric=["ce", "acc"], optimizer="sgd",
+                optimizer_params={"learning_rate": 0.05, "momentum": 0.9},
+                initializer=initializer.Xavier(), num_epoch=epochs,
+                batch_end_callback=[callback.Speedometer(batch, frequent=16,
+                                                         auto_reset=False), record])
     return record.history()
 
 
@@ -365,7 +382,6 @@ def demo_train_sparse(epochs: int = 5, batch: int = 128, seed: int = 0,
     8 of 5,000 features active), ``dot(data, weight)`` whose weight gradient is row_sparse
     (only the rows of the batch's features), and lazy SGD with momentum updating only those
     rows (docs/sparse.md). Returns (cross-entropy, accuracy) per epoch."""
-    _fit_logging()
     rng = np.random.default_rng(seed)
     n, feats, active, classes = 8192, 5000, 8, 4
     true_w = rng.standard_normal((feats, classes))
@@ -388,11 +404,12 @@ def demo_train_sparse(epochs: int = 5, batch: int = 128, seed: int = 0,
     mod = module.Module(net, context=cpu())
     record = _EpochMetrics()
     nrandom.seed(seed)
-    mod.fit(train, eval_metric=["ce", "acc"], optimizer="sgd",
-            optimizer_params={"learning_rate": 1.0, "momentum": 0.9, "wd": 1e-5},
-            num_epoch=epochs,
-            batch_end_callback=[callback.Speedometer(batch, frequent=32, auto_reset=False),
-                                record])
+    with _fit_logging():
+        mod.fit(train, eval_metric=["ce", "acc"], optimizer="sgd",
+                optimizer_params={"learning_rate": 1.0, "momentum": 0.9, "wd": 1e-5},
+                num_epoch=epochs,
+                batch_end_callback=[callback.Speedometer(batch, frequent=32,
+                                                         auto_reset=False), record])
     return record.history()
 
 
