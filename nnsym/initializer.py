@@ -112,12 +112,26 @@ def _count(who: str, arg: str, value: Any) -> int:
     return int(value)
 
 
+def _dense_target(arr: NDArray) -> NDArray:
+    """``arr`` itself, or a dense array to draw into when ``arr`` is sparse (a row_sparse
+    weight is initialized in full, every row stored, as MXNet does)."""
+    if arr.stype == "default":
+        return arr
+    return NDArray(np.empty(arr.shape, dtype=np.dtype(arr.dtype)), arr.context)
+
+
 def _uniform(low: float, high: float, arr: NDArray) -> None:
-    _random.uniform(float(low), float(high), shape=arr.shape, out=arr)
+    out = _dense_target(arr)
+    _random.uniform(float(low), float(high), shape=arr.shape, out=out)
+    if out is not arr:
+        out.copyto(arr)
 
 
 def _normal(loc: float, scale: float, arr: NDArray) -> None:
-    _random.normal(float(loc), float(scale), shape=arr.shape, out=arr)
+    out = _dense_target(arr)
+    _random.normal(float(loc), float(scale), shape=arr.shape, out=out)
+    if out is not arr:
+        out.copyto(arr)
 
 
 def _draw(kind: str, low: float, high: float, shape: tuple[int, ...]) -> np.ndarray:
