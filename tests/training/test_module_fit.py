@@ -122,3 +122,25 @@ def test_mxnet_checkpoint_loads_and_predicts(tmp_path):
     for k in args:
         np.testing.assert_array_equal(args[k].asnumpy(), fix[f"epoch2_arg:{k}"])
     assert sym.tojson() == mod.symbol.tojson()
+
+
+def test_sparse_linear_on_a_kvstore_with_row_pulls_matches_mxnet():
+    """The same model with the optimizer on a kvstore: each batch's weight rows are pulled
+    by ``prepare(batch, sparse_row_id_fn)``, as MXNet's sparse example does."""
+    fix = np.load(GOLD / "linear_sparse.npz")
+    path = str(GOLD / "linear.libsvm")
+    train = mio.LibSVMIter(data_libsvm=path, data_shape=(30,), batch_size=8)
+    val = mio.LibSVMIter(data_libsvm=path, data_shape=(30,), batch_size=8)
+    pulled = []
+
+    def rows(batch):
+        ids = np.unique(batch.data[0].indices.asnumpy()).astype(np.int64)
+        pulled.append(len(ids))
+        return {"weight": mx.nd.array(ids, dtype="int64")}
+
+    mod, metrics, params = _fit(_linear(30), fix, train, val, eval_metric="mse",
+                                optimizer="sgd", num_epoch=2, kvstore=mx.kv.create("local"),
+                                sparse_row_id_fn=rows,
+                                optimizer_params=(("learning_rate", 0.5), ("momentum", 0.9)))
+    assert pulled and max(pulled) < 30  # only the batch's rows were pulled
+    _check(fix, mod, metrics, params, val, "mse")
