@@ -502,6 +502,8 @@ class Executor:
             ("infer", infer_list), ("train", train_list), ("bwd", bwd_calls),
             ("bwd_train", bwd_train))}
         self._last_train: bool | None = None  # None: no forward yet
+        self._monitor: tuple[Any, bool, Any] | None = None  # (callback, monitor_all, active)
+        self._monitor_exec: Executor | None = None
         self.outputs = [obj(e) if stypes[e] != SType.DEFAULT else self._nd(arrays[e])
                         for e in idx.outputs[: len(outputs)]]
 
@@ -560,7 +562,43 @@ class Executor:
         for fa, slot in self._seeds:
             fa[slot] = float(next_seed())
         self._exec(self._packed["train" if is_train else "infer"])
+        if self._monitor is not None:
+            self._run_monitor(is_train)
         return list(self.outputs)
+
+    def set_monitor_callback(self, callback: Any, monitor_all: bool = False,
+                             active: Any = None) -> None:
+        """After each forward, call ``callback(name, array)`` for every node output of the
+        graph (MXNet's names, e.g. ``fc1_output``), and with ``monitor_all`` for every
+        argument too. ``active`` (nnsym's addition): a zero-argument callable saying whether
+        to collect after this forward (a Monitor between its tic and toc); the outputs are
+        then recomputed by a second executor over ``get_internals()`` that shares the
+        arguments (auxiliary states are copied, so the moving statistics move once; a random
+        operator draws its own values there)."""
+        self._monitor = None if callback is None else (callback, bool(monitor_all), active)
+
+    def _run_monitor(self, is_train: bool) -> None:
+        assert self._monitor is not None
+        callback, monitor_all, active = self._monitor
+        if active is not None and not active():
+            return
+        internals = self._symbol.get_internals()
+        if self._monitor_exec is None:
+            names = internals.list_arguments()
+            args = dict(zip(self._symbol.list_arguments(), self.arg_arrays))
+            aux = [a.copy() for a in self.aux_arrays]
+            self._monitor_exec = Executor(internals, self._ctx, [args[n] for n in names],
+                                          None, "null", aux)
+        else:
+            for mine, theirs in zip(self._monitor_exec.aux_arrays, self.aux_arrays):
+                theirs.copyto(mine)
+        outs = self._monitor_exec.forward(is_train=is_train)
+        arg_names = set(self._symbol.list_arguments()) | set(
+            self._symbol.list_auxiliary_states())
+        for name, arr in zip(internals.list_outputs(), outs):
+            if name in arg_names and not monitor_all:
+                continue
+            callback(name, arr)
 
     def _exec(self, segments: list[Any]) -> None:
         if self._gpu is not None:

@@ -256,3 +256,28 @@ def test_misuse_raises_clear_errors():
         mod.fit(mio.NDArrayIter(x, y, batch_size=8))
     with pytest.raises(mmod.ModuleError, match="one context"):
         mmod.Module(_mlp(), context=[mx.cpu(0), mx.cpu(1)])
+
+
+def test_monitor_reports_node_outputs_and_arguments_every_interval():
+    mod, it, _, _ = _bound(batch=8)
+    mon = mx.monitor.Monitor(2, pattern=".*(fc1_output|fc2_weight)")
+    mod.install_monitor(mon)
+    mod.init_optimizer(optimizer_params={"learning_rate": 0.1})
+    seen = []
+    for batch in it:
+        mon.tic()
+        args = {k: v.asnumpy().copy() for k, v in mod.get_params()[0].items()}
+        mod.forward_backward(batch)
+        mod.update()
+        res = mon.toc()
+        seen.append([name for _, name, _ in res])
+        if res:
+            got = {name: float(text.strip().strip("[]")) for _, name, text in res}
+            h = batch.data[0].asnumpy() @ args["fc1_weight"].T + args["fc1_bias"]
+            np.testing.assert_allclose(got["fc1_output"], np.linalg.norm(h) / np.sqrt(h.size),
+                                       rtol=1e-5)
+            w = mod.get_params()[0]["fc2_weight"].asnumpy()  # after the update, at toc
+            np.testing.assert_allclose(got["fc2_weight"], np.linalg.norm(w) / np.sqrt(w.size),
+                                       rtol=1e-5)
+    assert len(seen) == 5  # 40 samples in batches of 8; every second batch is monitored
+    assert seen == [["fc1_output", "fc2_weight"] if i % 2 == 0 else [] for i in range(5)]
