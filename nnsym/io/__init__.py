@@ -3,5 +3,7 @@
 from nnsym.io.base import DataBatch, DataDesc, DataIter
 from nnsym.io.ndarray_iter import NDArrayIter
 from nnsym.io.text import CSVIter, LibSVMIter
+from nnsym.io.wrappers import PrefetchingIter, ResizeIter
 
-__all__ = ["CSVIter", "DataBatch", "DataDesc", "DataIter", "LibSVMIter", "NDArrayIter"]
+__all__ = ["CSVIter", "DataBatch", "DataDesc", "DataIter", "LibSVMIter", "NDArrayIter",
+           "PrefetchingIter", "ResizeIter"]
