@@ -85,7 +85,7 @@ def _worker(it: DataIter, commands: queue.Queue[str],
             results.put(("batch", it.next()))
         except StopIteration:
             results.put(("end", None))
-        except Exception as e:  # re-raised in the caller's thread
+        except BaseException as e:  # re-raised in the caller's thread
             results.put(("error", e))
 
 
@@ -126,7 +126,9 @@ class PrefetchingIter(DataIter):
         self.rename_label = rename_label
         self.batch_size = self.provide_data[0].shape[0]
         self.current_batch: DataBatch | None = None
-        self._commands: list[queue.Queue[str]] = [queue.Queue(maxsize=1) for _ in self.iters]
+        # NOTE: at most one request is outstanding per worker, so a result queue of one never
+        # blocks the worker; the command queue also takes a stop while a request waits.
+        self._commands: list[queue.Queue[str]] = [queue.Queue() for _ in self.iters]
         self._results: list[queue.Queue[tuple[str, Any]]] = [
             queue.Queue(maxsize=1) for _ in self.iters]
         self._pending = [False] * self.n_iter
@@ -243,5 +245,10 @@ class PrefetchingIter(DataIter):
         self.close()
 
     def __del__(self) -> None:
-        if getattr(self, "_threads", None) and not getattr(self, "_closed", True):
-            self.close()
+        # Never block here (it may run at interpreter exit): tell the workers to stop after
+        # the request they are serving, without waiting for them.
+        if getattr(self, "_closed", True):
+            return
+        self._closed = True
+        for c in self._commands:
+            c.put_nowait(_STOP)
