@@ -28,6 +28,9 @@ class DataDesc(_DescBase):
         desc.layout = layout
         return desc
 
+    def __getnewargs__(self) -> tuple[Any, ...]:  # type: ignore[override]
+        return (self.name, self.shape, self.dtype, self.layout)  # copies keep dtype and layout
+
     def __repr__(self) -> str:
         return f"DataDesc[{self.name},{self.shape},{self.dtype},{self.layout}]"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import pathlib
 
@@ -160,6 +161,8 @@ def test_datadesc_and_databatch():
     assert [(x.name, x.shape, x.dtype) for x in descs] == [("a", (1,), np.int32),
                                                              ("b", (2,), np.uint8)]
     assert [x.dtype for x in DataDesc.get_list([("a", (1,))], None)] == [np.float32]
+    c = copy.deepcopy(DataDesc("y", (4,), np.int32, "NC"))
+    assert (c, c.dtype, c.layout) == (("y", (4,)), np.int32, "NC")
     b = DataBatch([nd.ones((2, 3))], [nd.ones((2,))], pad=1)
     assert str(b) == repr(b) == "DataBatch: data shapes: [(2, 3)] label shapes: [(2,)]"
     assert (b.pad, b.index, b.bucket_key, b.provide_data) == (1, None, None, None)
