@@ -3,7 +3,6 @@ there) and hand-computed values."""
 
 from __future__ import annotations
 
-import runpy
 from pathlib import Path
 
 import numpy as np
@@ -397,17 +396,3 @@ def test_row_sparse_pull_errors():
     with pytest.raises(kvs.ValueMismatchError, match="required"):
         kv.row_sparse_pull(1, out=out)
 
-
-DOC = Path(__file__).parents[2] / "docs" / "kvstore.md"
-
-
-@pytest.mark.parametrize("block", range(4))
-def test_doc_blocks_run(block, tmp_path, monkeypatch):
-    blocks = DOC.read_text().split("```python\n")[1:]
-    assert len(blocks) == 4
-    code = blocks[block].split("```")[0].replace("/tmp/kv_states.bin",
-                                                 str(tmp_path / "kv_states.bin"))
-    script = tmp_path / "block.py"
-    script.write_text(code)
-    monkeypatch.chdir(tmp_path)
-    runpy.run_path(str(script), run_name="__main__")
