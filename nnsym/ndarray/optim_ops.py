@@ -210,3 +210,130 @@ def adagrad_step(weight: NDArray, grad: NDArray, history: NDArray, lr: float, ep
     h[sel] = hr
     w[sel] = w[sel] - lr * (g / np.sqrt(hr + epsilon) + wd * w[sel])
     return _finish(weight, w, out)
+
+
+# ---------------------------------------------------------------------- the other optimizers
+def _np_ext(op: str, w: np.ndarray, g: np.ndarray, st: list[Any], lr: float, wd: float,
+            rescale: float, clip: float, eps: float, p: tuple[float, ...]) -> None:
+    """The numpy backend's version of ``nnsym.ops.optim.kernels.ext_update`` (the formulas of
+    optim_elem.j2) on arrays already restricted to the updated rows; states updated in place."""
+    p0, p1, p2, p3, p4, p5, p6 = p
+
+    def cl(x: np.ndarray) -> np.ndarray:
+        return _clip(x, clip)
+
+    if op == "signsgd":
+        w[...] = (1 - lr * wd) * w - lr * np.sign(g)
+    elif op == "signum":
+        m = st[0]
+        m[...] = p0 * m - (1 - p0) * wd * w - (1 - p0) * cl(rescale * g)
+        w[...] = (1 - lr * p1) * w + lr * np.sign(m)
+    elif op == "nag_mom":
+        gr = cl(rescale * g)
+        wn = w + p0 * p0 * st[0] - (p0 + 1) * lr * (gr + wd * w)
+        st[0][...] = p0 * st[0] - lr * (gr + wd * wn)
+        w[...] = wn
+    elif op in ("rmsprop", "rmspropalex"):
+        gr = cl(rescale * g + wd * w)
+        n = st[0]
+        n[...] = (1 - p0) * gr * gr + p0 * n
+        if op == "rmsprop":
+            nw = w - lr * gr / np.sqrt(n + eps)
+        else:
+            st[1][...] = (1 - p0) * gr + p0 * st[1]
+            st[2][...] = p1 * st[2] - lr * (gr / np.sqrt(n - st[1] * st[1] + eps))
+            nw = w + st[2]
+        w[...] = _clip(nw, p3)
+    elif op == "ftml":
+        gr = cl(rescale * g + wd * w)
+        d, v, z = st
+        v[...] = p1 * v + (1 - p1) * gr * gr
+        dt = p2 / lr * (np.sqrt(v / p3) + eps)
+        z[...] = p0 * z + (1 - p0) * gr - (dt - p0 * d) * w
+        d[...] = dt
+        w[...] = -z / dt
+    elif op == "ftrl":
+        gr = cl(rescale * g)
+        z, n = st
+        z += gr - (np.sqrt(n + gr * gr) - np.sqrt(n)) * w / lr
+        n += gr * gr
+        w[...] = np.where(np.abs(z) > p0,
+                          (np.sign(z) * p0 - z) / ((p1 + np.sqrt(n)) / lr + wd), 0)
+    elif op == "lamb1":
+        gr = cl(rescale * g)
+        m, v, out = st
+        m[...] = p0 * m + (1 - p0) * gr
+        v[...] = p1 * v + (1 - p1) * gr * gr
+        out[...] = ((m / p2) / (np.sqrt(v / p3) + eps) if p4 else m / (np.sqrt(v) + eps)) \
+            + wd * w
+    elif op == "lamb2":
+        w -= lr * g
+    elif op == "adamax":
+        gr = cl(rescale * g + wd * w)
+        m, u = st
+        m[...] = p0 * m + (1 - p0) * gr
+        u[...] = np.maximum(p1 * u, np.abs(gr))
+        w -= lr * m / u
+    elif op == "nadam":
+        gr = cl(rescale * g + wd * w)
+        m, v = st
+        m[...] = p0 * m + (1 - p0) * gr
+        v[...] = p1 * v + (1 - p1) * gr * gr
+        w -= lr * (p5 * (gr / p2) + p6 * (m / p3)) / (np.sqrt(v / p4) + eps)
+    elif op == "adadelta":
+        gr = cl(rescale * g)
+        ag, ad = st
+        ag[...] = p0 * ag + (1 - p0) * gr * gr
+        dj = np.sqrt(ad + eps) / np.sqrt(ag + eps) * gr
+        ad[...] = p0 * ad + (1 - p0) * dj * dj
+        w -= dj + wd * w
+    elif op == "dcasgd":
+        gr = cl(rescale * g)
+        mom, prev = st
+        u = -lr * (gr + wd * w + p1 * gr * gr * (w - prev))
+        if p2:
+            mom[...] = p0 * mom + u
+            u = mom
+        prev[...] = w
+        w += u
+    elif op == "sgld":
+        w += (-lr / 2) * (cl(rescale * g) + wd * w)
+        w += st[0]
+    else:  # pragma: no cover - EXT_OPS lists every op
+        raise ValueError(op)
+
+
+def ext_update(op: str, weight: NDArray, grad: NDArray, states: tuple[NDArray | None, ...],
+               lr: float, wd: float = 0.0, rescale_grad: float = 1.0,
+               clip_gradient: float = -1.0, epsilon: float = 0.0,
+               params: tuple[float, ...] = (), lazy_update: bool = False) -> NDArray:
+    """One update of ``nnsym.ops.optim.kernels.EXT_OPS`` on NDArrays, in place (formulas in
+    ``optim_elem.j2``). A row_sparse gradient changes only its rows when ``lazy_update``
+    (MXNet's ftrl with row_sparse weight and states), else every row with absent rows at
+    gradient 0 (MXNet's dense fallback). float32/float64 run the C kernel; other dtypes and
+    the numpy backend run the same formulas in numpy (float16 in float32, rounded back)."""
+    w = _storage(weight, f"{op} weight")
+    st = tuple(None if s is None else _storage(s, f"{op} state {i}")
+               for i, s in enumerate(states))
+    for i, s in enumerate(st):
+        if s is not None:
+            _same_shape(w, s, f"{op} state {i}")
+    p = tuple(float(x) for x in params) + (0.0,) * (7 - len(params))
+    k = _kernel_path(w, tuple(s for s in st if s is not None), grad, lazy_update)
+    if k is not None:
+        K, gv, gi = k
+        K.ext_update(op, w, gv, st, lr, wd, rescale_grad, clip_gradient, epsilon, p, gi,
+                     lazy_update)
+        return _finish(weight, w, out=None)
+    rows, g = _grad(w, grad, lazy_update)
+    sel = slice(None) if rows is None else rows
+    wide = np.float32 if w.dtype.itemsize < 4 else w.dtype
+    wr = w[sel].astype(wide)
+    sr = [None if s is None else s[sel].astype(wide) for s in st]
+    _np_ext(op, wr, g.astype(wide, copy=False), sr, lr, wd, rescale_grad, clip_gradient,
+            epsilon, p)
+    w[sel] = wr
+    for s, r in zip(st, sr):
+        if s is not None and r is not None:
+            s[sel] = r
+    return _finish(weight, w, out=None)
