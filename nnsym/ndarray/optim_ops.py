@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from nnsym.codegen import compiler
-from nnsym.errors import ShapeError, StorageTypeError
+from nnsym.errors import OperatorParamError, ShapeError, StorageTypeError
 from nnsym.ndarray.ndarray import NDArray
 from nnsym.ndarray.sparse import BaseSparseNDArray, RowSparseNDArray
 from nnsym.ops.optim import kernels as optim
@@ -337,3 +337,196 @@ def ext_update(op: str, weight: NDArray, grad: NDArray, states: tuple[NDArray | 
         if s is not None and r is not None:
             s[sel] = r
     return _finish(weight, w, out=None)
+
+
+# ---------------------------------------------------------------------- MXNet's operators
+def _into(weight: NDArray, out: NDArray | None, step: Any) -> NDArray:
+    """Run ``step(target)`` (an in-place update) on the weight when ``out`` is the weight, else
+    on a copy that becomes ``out`` (or is returned): as MXNet, the weight itself changes only
+    when it is ``out``; states always change in place."""
+    if out is weight:
+        step(weight)
+        return weight
+    tmp = weight.copy()
+    step(tmp)
+    if out is None:
+        return tmp
+    out[:] = tmp
+    return out
+
+
+def signsgd_update(weight: NDArray, grad: NDArray, lr: float, wd: float = 0.0,
+                   rescale_grad: float = 1.0, clip_gradient: float = -1.0,
+                   out: NDArray | None = None) -> NDArray:
+    """``w = (1 - lr*wd)*w - lr*sign(g)`` (MXNet ignores rescale_grad and clip_gradient)."""
+    return _into(weight, out, lambda t: ext_update("signsgd", t, grad, (), lr, wd))
+
+
+def signum_update(weight: NDArray, grad: NDArray, mom: NDArray, lr: float,
+                  momentum: float = 0.0, wd: float = 0.0, rescale_grad: float = 1.0,
+                  clip_gradient: float = -1.0, wd_lh: float = 0.0,
+                  out: NDArray | None = None) -> NDArray:
+    """``m = momentum*m - (1-momentum)*(wd*w + clip(rescale*g)); w = (1-lr*wd_lh)*w +
+    lr*sign(m)``."""
+    return _into(weight, out, lambda t: ext_update(
+        "signum", t, grad, (mom,), lr, wd, rescale_grad, clip_gradient,
+        params=(momentum, wd_lh)))
+
+
+def nag_mom_update(weight: NDArray, grad: NDArray, mom: NDArray, lr: float,
+                   momentum: float = 0.0, wd: float = 0.0, rescale_grad: float = 1.0,
+                   clip_gradient: float = -1.0, out: NDArray | None = None) -> NDArray:
+    """MXNet 1.9.1's in-place NAG step (``g = clip(rescale*g)``):
+    ``w' = w + momentum^2*m - (1+momentum)*lr*(g + wd*w); m = momentum*m - lr*(g + wd*w')``.
+    (With ``out`` other than the weight MXNet's momentum would use the old weight; here it is
+    always the in-place result.)"""
+    return _into(weight, out, lambda t: ext_update(
+        "nag_mom", t, grad, (mom,), lr, wd, rescale_grad, clip_gradient, params=(momentum,)))
+
+
+def rmsprop_update(weight: NDArray, grad: NDArray, n: NDArray, lr: float,
+                   gamma1: float = 0.95, epsilon: float = 1e-8, wd: float = 0.0,
+                   rescale_grad: float = 1.0, clip_gradient: float = -1.0,
+                   clip_weights: float = -1.0, out: NDArray | None = None) -> NDArray:
+    """``g = clip(rescale*g + wd*w); n = (1-gamma1)*g^2 + gamma1*n;
+    w = clip_weights(w - lr*g/sqrt(n + epsilon))``."""
+    return _into(weight, out, lambda t: ext_update(
+        "rmsprop", t, grad, (n,), lr, wd, rescale_grad, clip_gradient, epsilon,
+        params=(gamma1, 0.0, 0.0, clip_weights)))
+
+
+def rmspropalex_update(weight: NDArray, grad: NDArray, n: NDArray, g: NDArray,
+                       delta: NDArray, lr: float, gamma1: float = 0.95, gamma2: float = 0.9,
+                       epsilon: float = 1e-8, wd: float = 0.0, rescale_grad: float = 1.0,
+                       clip_gradient: float = -1.0, clip_weights: float = -1.0,
+                       out: NDArray | None = None) -> NDArray:
+    """Centered RMSProp (Graves): n, g, delta updated; ``w += delta`` then clip_weights."""
+    return _into(weight, out, lambda t: ext_update(
+        "rmspropalex", t, grad, (n, g, delta), lr, wd, rescale_grad, clip_gradient, epsilon,
+        params=(gamma1, gamma2, 0.0, clip_weights)))
+
+
+def ftml_update(weight: NDArray, grad: NDArray, d: NDArray, v: NDArray, z: NDArray, lr: float,
+                beta1: float = 0.6, beta2: float = 0.999, epsilon: float = 1e-8,
+                t: int | None = None, wd: float = 0.0, rescale_grad: float = 1.0,
+                clip_grad: float = -1.0, out: NDArray | None = None) -> NDArray:
+    """FTML step ``t`` (1-based, required): d, v, z updated, ``w = -z/d``."""
+    t = _step_number(t, "ftml_update")
+    return _into(weight, out, lambda tw: ext_update(
+        "ftml", tw, grad, (d, v, z), lr, wd, rescale_grad, clip_grad, epsilon,
+        params=(beta1, beta2, 1.0 - beta1 ** t, 1.0 - beta2 ** t)))
+
+
+def ftrl_update(weight: NDArray, grad: NDArray, z: NDArray, n: NDArray, lr: float,
+                lamda1: float = 0.01, beta: float = 1.0, wd: float = 0.0,
+                rescale_grad: float = 1.0, clip_gradient: float = -1.0,
+                out: NDArray | None = None) -> NDArray:
+    """FTRL-Proximal; a row_sparse weight with a row_sparse gradient updates only its rows."""
+    lazy = isinstance(weight, RowSparseNDArray) and isinstance(grad, RowSparseNDArray)
+    return _into(weight, out, lambda t: ext_update(
+        "ftrl", t, grad, (z, n), lr, wd, rescale_grad, clip_gradient,
+        params=(lamda1, beta), lazy_update=lazy))
+
+
+def _step_number(t: Any, op: str) -> int:
+    if t is None or isinstance(t, bool) or int(t) != t or int(t) < 1:
+        raise OperatorParamError(f"{op}: t, the 1-based step number, is required, not {t!r}")
+    return int(t)
+
+
+def lamb_update_phase1(weight: NDArray, grad: NDArray, mean: NDArray, var: NDArray,
+                       beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-6,
+                       t: int | None = None, bias_correction: bool = True, wd: float = 0.0,
+                       rescale_grad: float = 1.0, clip_gradient: float = -1.0,
+                       out: NDArray | None = None) -> NDArray:
+    """LAMB's direction ``g`` for step ``t`` (1-based, required); mean and var updated in
+    place, the weight not changed."""
+    t = _step_number(t, "lamb_update_phase1")
+    g = NDArray(np.zeros(weight.shape, np.dtype(weight.dtype)))
+    ext_update("lamb1", weight.copy(), grad, (mean, var, g), 0.0, wd, rescale_grad,
+               clip_gradient, epsilon,
+               params=(beta1, beta2, 1.0 - beta1 ** t, 1.0 - beta2 ** t,
+                       float(bool(bias_correction))))
+    if out is None:
+        return g
+    out[:] = g
+    return out
+
+
+def _scalar(a: Any) -> float:
+    return float(a.asnumpy().reshape(-1)[0]) if isinstance(a, NDArray) else float(a)
+
+
+def lamb_update_phase2(weight: NDArray, g: NDArray, r1: Any, r2: Any, lr: float,
+                       lower_bound: float = -1.0, upper_bound: float = -1.0,
+                       out: NDArray | None = None) -> NDArray:
+    """``w -= lr*(r1/r2)*g`` with r1 (the weight's norm) bounded by lower/upper_bound when
+    they are >= 0, and ratio 1 when a norm is 0."""
+    n1, n2 = _scalar(r1), _scalar(r2)
+    if lower_bound >= 0:
+        n1 = max(n1, lower_bound)
+    if upper_bound >= 0:
+        n1 = min(n1, upper_bound)
+    ratio = 1.0 if n1 == 0 or n2 == 0 else n1 / n2
+    return _into(weight, out, lambda t: ext_update("lamb2", t, g, (), lr * ratio))
+
+
+def _mp(weight: NDArray, weight32: NDArray, out: NDArray | None, step: Any) -> NDArray:
+    """Mixed precision: ``step`` updates the float32 master copy; the result is its cast."""
+    step(weight32)
+    res = weight32.astype(weight.dtype)
+    if out is None:
+        return res
+    out[:] = res
+    return out
+
+
+def _g32(grad: NDArray) -> NDArray:
+    return grad if grad.dtype == np.float32 else grad.astype(np.float32)
+
+
+def mp_sgd_update(weight: NDArray, grad: NDArray, weight32: NDArray, lr: float,
+                  wd: float = 0.0, rescale_grad: float = 1.0, clip_gradient: float = -1.0,
+                  lazy_update: bool = True, out: NDArray | None = None) -> NDArray:
+    """sgd_update on the float32 master ``weight32`` (updated in place), cast to the weight."""
+    return _mp(weight, weight32, out, lambda w32: sgd_update(
+        w32, _g32(grad), lr, wd, rescale_grad, clip_gradient, lazy_update))
+
+
+def mp_sgd_mom_update(weight: NDArray, grad: NDArray, mom: NDArray, weight32: NDArray,
+                      lr: float, momentum: float = 0.0, wd: float = 0.0,
+                      rescale_grad: float = 1.0, clip_gradient: float = -1.0,
+                      lazy_update: bool = True, out: NDArray | None = None) -> NDArray:
+    """sgd_mom_update on the float32 master (``mom`` float32), cast to the weight."""
+    return _mp(weight, weight32, out, lambda w32: sgd_mom_update(
+        w32, _g32(grad), mom, lr, momentum, wd, rescale_grad, clip_gradient, lazy_update))
+
+
+def mp_nag_mom_update(weight: NDArray, grad: NDArray, mom: NDArray, weight32: NDArray,
+                      lr: float, momentum: float = 0.0, wd: float = 0.0,
+                      rescale_grad: float = 1.0, clip_gradient: float = -1.0,
+                      out: NDArray | None = None) -> NDArray:
+    """nag_mom_update on the float32 master, cast to the weight."""
+    return _mp(weight, weight32, out, lambda w32: nag_mom_update(
+        w32, _g32(grad), mom, lr, momentum, wd, rescale_grad, clip_gradient, out=w32))
+
+
+def mp_lamb_update_phase1(weight: NDArray, grad: NDArray, mean: NDArray, var: NDArray,
+                          weight32: NDArray, beta1: float = 0.9, beta2: float = 0.999,
+                          epsilon: float = 1e-6, t: int | None = None,
+                          bias_correction: bool = True, wd: float = 0.0,
+                          rescale_grad: float = 1.0, clip_gradient: float = -1.0,
+                          out: NDArray | None = None) -> NDArray:
+    """lamb_update_phase1 on the float32 master; ``g`` is float32."""
+    return lamb_update_phase1(weight32, _g32(grad), mean, var, beta1, beta2, epsilon, t,
+                              bias_correction, wd, rescale_grad, clip_gradient, out)
+
+
+def mp_lamb_update_phase2(weight: NDArray, g: NDArray, r1: Any, r2: Any, weight32: NDArray,
+                          lr: float, lower_bound: float = -1.0, upper_bound: float = -1.0,
+                          out: NDArray | None = None) -> NDArray:
+    """``cast(weight32 - lr*ratio*g)`` into the weight. As MXNet 1.9.1's operator, weight32
+    itself is NOT updated (MXNet's LAMB optimizer updates its master through
+    multi_mp_lamb_update instead; nnsym's LAMB updates the master directly)."""
+    return _mp(weight, weight32.copy(), out, lambda w32: lamb_update_phase2(
+        w32, g, r1, r2, lr, lower_bound, upper_bound, out=w32))

@@ -166,6 +166,80 @@ def run(c, arrays):
                 arrays[f"{c['name']}/s{i}/{s}/{k}"] = a
 
 
+# The update operators themselves (mx.nd.*_update): 3 steps with out=weight.
+# state inits: "zeros", "abs" (|N(0,1)| + 1), "small" (0.1 N(0,1)); "w32": the float32 master
+OPS = [
+    ("signsgd_update", [], {"lr": 0.01, "wd": 0.01}, "float32"),
+    ("signum_update", ["zeros"], {"lr": 0.01, "momentum": 0.9, "wd": 0.01, "wd_lh": 0.02,
+                                  "rescale_grad": 2.0, "clip_gradient": 0.3}, "float32"),
+    ("nag_mom_update", ["zeros"], {"lr": 0.1, "momentum": 0.9, "wd": 0.01}, "float32"),
+    ("rmsprop_update", ["abs"], {"lr": 0.01, "gamma1": 0.9, "clip_weights": 0.5, "wd": 0.01,
+                                 "clip_gradient": 0.3}, "float32"),
+    ("rmspropalex_update", ["abs", "small", "zeros"], {"lr": 0.01, "gamma2": 0.8},
+     "float32"),
+    ("ftml_update", ["zeros", "zeros", "zeros"], {"lr": 0.01, "wd": 0.01, "t": None},
+     "float32"),
+    ("ftrl_update", ["zeros", "zeros"], {"lr": 0.1, "lamda1": 0.01, "wd": 0.01}, "float32"),
+    ("mp_sgd_update", ["w32"], {"lr": 0.1, "wd": 0.01}, "float16"),
+    ("mp_sgd_mom_update", ["zeros", "w32"], {"lr": 0.1, "momentum": 0.9}, "float16"),
+    ("mp_nag_mom_update", ["zeros", "w32"], {"lr": 0.1, "momentum": 0.9, "wd": 0.01},
+     "float16"),
+    ("lamb", ["zeros", "zeros"], {"wd": 0.01, "lr": 0.01, "lower_bound": 0.1,
+                                  "upper_bound": 2.0}, "float32"),
+    ("mp_lamb", ["zeros", "zeros", "w32"], {"wd": 0.01, "lr": 0.01}, "float16"),
+]
+
+
+def op_states(kinds, w):
+    rng = np.random.RandomState(3)
+    out = []
+    for k in kinds:
+        if k == "zeros":
+            out.append(mx.nd.zeros(SHAPE))
+        elif k == "abs":
+            out.append(mx.nd.array(np.abs(rng.randn(*SHAPE)) + 1))
+        elif k == "small":
+            out.append(mx.nd.array(0.1 * rng.randn(*SHAPE)))
+        else:
+            out.append(mx.nd.array(w, dtype="float32"))
+    return out
+
+
+def run_op(name, kinds, kw, dtype, arrays):
+    w0, grads = inputs()
+    w = mx.nd.array(w0[0], dtype=dtype)
+    st = op_states(kinds, w0[0])
+    for s in range(3):
+        g = mx.nd.array(grads[s][0], dtype=dtype)
+        k = dict(kw)
+        if "t" in k:
+            k["t"] = s + 1
+        if name in ("lamb", "mp_lamb"):
+            lr, lo, hi = k.pop("lr"), k.pop("lower_bound", -1), k.pop("upper_bound", -1)
+            if name == "lamb":
+                gd = mx.nd.lamb_update_phase1(w, g, *st, t=s + 1, **k)
+                mx.nd.lamb_update_phase2(w, gd, w.norm(), gd.norm(), lr=lr, lower_bound=lo,
+                                         upper_bound=hi, out=w)
+            else:
+                gd = mx.nd.mp_lamb_update_phase1(w, g, *st, t=s + 1, **k)
+                mx.nd.mp_lamb_update_phase2(w, gd, st[2].norm(), gd.norm(), st[2], lr=lr,
+                                            lower_bound=lo, upper_bound=hi, out=w)
+            arrays[f"op/{name}/g/{s}"] = gd.asnumpy()
+        else:
+            getattr(mx.nd, name)(w, g, *st, out=w, **k)
+        arrays[f"op/{name}/w/{s}"] = w.asnumpy()
+        for i, a in enumerate(st):
+            arrays[f"op/{name}/s/{s}/{i}"] = a.asnumpy()
+    # out=None: a new array, the weight unchanged (states still change)
+    w = mx.nd.array(w0[0], dtype=dtype)
+    st = op_states(kinds, w0[0])
+    if name not in ("lamb", "mp_lamb"):
+        k = {kk: (1 if kk == "t" else v) for kk, v in kw.items()}
+        r = getattr(mx.nd, name)(w, mx.nd.array(grads[0][0], dtype=dtype), *st, **k)
+        arrays[f"op/{name}/ret"] = r.asnumpy()
+        arrays[f"op/{name}/ret_w"] = w.asnumpy()
+
+
 def main():
     arrays = {}
     w0, grads = inputs()
@@ -187,9 +261,14 @@ def main():
                 del arrays[k]
         out.append(c)
         print(c["name"], c["error"] or "ok")
+    for name, kinds, kw, dtype in OPS:
+        run_op(name, kinds, kw, dtype, arrays)
+        print(name, "ok")
     np.savez_compressed(os.path.join(HERE, "fixtures.npz"), **arrays)
     with open(os.path.join(HERE, "cases.json"), "w") as f:
         json.dump({"steps": STEPS, "shape": SHAPE, "rsp_rows": RSP_ROWS,
+                   "ops": [{"name": n, "states": k, "kwargs": kw, "dtype": d}
+                           for n, k, kw, d in OPS],
                    "idx2name": {str(k): v for k, v in IDX2NAME.items()}, "cases": out},
                   f, indent=1)
         f.write("\n")
