@@ -3,6 +3,7 @@ accumulation), against numpy versions of their formulas."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -103,3 +104,23 @@ def test_test_optimizer() -> None:
     upd(0, nd.array(np.full(3, 0.5)), w)
     np.testing.assert_array_equal(w.asnumpy(), np.full(3, 2.0))
     np.testing.assert_array_equal(upd.states[0].asnumpy(), np.full(3, 2.0))
+
+
+@pytest.mark.parametrize("name", ["sgd", "nag", "signum", "ftml", "lars", "lamb", "dcasgd",
+                                  "adam", "adagrad", "rmsprop", "adadelta", "ftrl", "adamax",
+                                  "nadam"])
+def test_float16_weights_without_multi_precision(name: str) -> None:
+    """float16 weights (no master copy) take the float32 step rounded to float16."""
+    w0, gs = _data(5)
+    ws = {}
+    for dt in (np.float32, np.float16):
+        kw = {"momentum": 0.9} if name in ("sgd", "nag", "lars") else {}
+        upd = optimizer.get_updater(optimizer.create(name, wd=0.01, **kw))
+        w = nd.array(w0, dtype=dt)
+        half = dt == np.float16
+        with pytest.warns(UserWarning, match="float16") if half else contextlib.nullcontext():
+            for g in gs[:2]:
+                upd(0, nd.array(g, dtype=dt), w)
+        assert w.dtype == dt
+        ws[dt] = w.asnumpy().astype(np.float64)
+    np.testing.assert_allclose(ws[np.float16], ws[np.float32], rtol=1e-2, atol=1e-2)
