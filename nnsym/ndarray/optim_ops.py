@@ -530,3 +530,29 @@ def mp_lamb_update_phase2(weight: NDArray, g: NDArray, r1: Any, r2: Any, weight3
     multi_mp_lamb_update instead; nnsym's LAMB updates the master directly)."""
     return _mp(weight, weight32.copy(), out, lambda w32: lamb_update_phase2(
         w32, g, r1, r2, lr, lower_bound, upper_bound, out=w32))
+
+
+def group_adagrad_update(weight: NDArray, grad: NDArray, history: NDArray, lr: float,
+                         rescale_grad: float = 1.0, clip_gradient: float = -1.0,
+                         epsilon: float = 1e-5, out: NDArray | None = None) -> NDArray:
+    """MXNet's ``contrib.group_adagrad_update`` (one history value per row, ``(rows, 1)``):
+    ``g' = clip(rescale*g); h += mean(g'^2, axis=1); w -= lr*g'/sqrt(h + epsilon)``; a
+    row_sparse gradient changes only its rows. The weight is updated in place (``out`` other
+    than it receives a copy), as this module's other classic updates."""
+    w = _storage(weight, "group_adagrad_update weight")
+    h = _storage(history, "group_adagrad_update history")
+    if w.ndim != 2 or h.shape != (w.shape[0], 1):
+        raise ShapeError(f"group_adagrad_update: weight {w.shape} must be 2-D and history "
+                         f"{h.shape} must be ({w.shape[0] if w.ndim else '?'}, 1)")
+    k = _kernel_path(w, (), grad, True)
+    if k is not None and h.dtype == w.dtype and h.flags.c_contiguous and h.flags.writeable:
+        K, gv, gi = k
+        K.group_adagrad_update(w, gv, h, lr, epsilon, rescale_grad, clip_gradient, gi)
+        return _finish(weight, w, out)
+    rows, g = _grad(w, grad, True)
+    sel = slice(None) if rows is None else rows
+    g = _clip(rescale_grad * g.astype(np.float32 if w.itemsize < 4 else w.dtype), clip_gradient)
+    hr = h[sel] + np.mean(g * g, axis=1, keepdims=True) if g.shape[1] else h[sel]
+    h[sel] = hr
+    w[sel] = w[sel] - lr * (g / np.sqrt(hr + epsilon))
+    return _finish(weight, w, out)

@@ -6,6 +6,7 @@
 kernels of ``nnsym.ops.optim`` through ``nnsym.ndarray.optim_ops``.
 """
 
+from nnsym.optimizer import contrib
 from nnsym.optimizer.base import Optimizer, create, register
 from nnsym.optimizer.optimizers import (
     DCASGD,
@@ -31,4 +32,5 @@ from nnsym.optimizer.updater import OptimizerStateError, Updater, get_updater
 
 __all__ = ["DCASGD", "FTML", "LAMB", "LARS", "LBSGD", "NAG", "SGD", "SGLD", "AdaDelta",
            "AdaGrad", "Adam", "Adamax", "Ftrl", "Nadam", "Optimizer", "OptimizerStateError",
-           "RMSProp", "Signum", "Test", "Updater", "ccSGD", "create", "get_updater", "register"]
+           "RMSProp", "Signum", "Test", "Updater", "ccSGD", "contrib", "create", "get_updater",
+           "register"]

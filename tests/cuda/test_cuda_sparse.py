@@ -525,6 +525,30 @@ def test_optim_ext_update(lib: sp.SparseShim, opt: str, dt: str) -> None:
                 same(a, b)
 
 
+@pytest.mark.parametrize("dt", sp.FLOAT_DTYPES)
+def test_optim_group_adagrad(lib: sp.SparseShim, dt: str) -> None:
+    """group_adagrad (one thread per row, a row reduction): CUDA twin == C kernel."""
+    rng = np.random.default_rng(8)
+    rows, length = 9, 5
+    for grad in ("dense", "lazy"):
+        for clip in (-1.0, 0.4):
+            w = values(rng, dt, rows * length, special=False).reshape(rows, length)
+            h = np.abs(values(rng, dt, rows, special=False)).reshape(rows, 1)
+            if grad == "dense":
+                g, gidx = values(rng, dt, rows * length, special=False).reshape(rows, length), None
+                k = 0
+            else:
+                g, gidx = rand_rsp(rng, rows, length, dt, p=0.5, special=False)
+                k = len(gidx)
+            cw, ch = w.copy(), h.copy()
+            run(lib, f"nnsp_optim_group_adagrad_{grad}_{dt}", [cw, g, gidx, ch, None],
+                [rows, length, k], (0.1, 0.0, 0.7, clip, 0.0, 0.0, 0.0, 1e-5))
+            ww, wh = w.copy(), h.copy()
+            optim.group_adagrad_update(ww, g, wh, 0.1, 1e-5, 0.7, clip, gidx)
+            same(cw, ww)
+            same(ch, wh)
+
+
 @pytest.mark.parametrize("grid,block", [(1, 32), (1, 1024), (7, 96), (2, 992)])
 def test_launch_shapes(lib: sp.SparseShim, grid: int, block: int) -> None:
     """Other grid / block sizes give the same bits (grid-stride loops, no block assumptions)."""

@@ -62,7 +62,7 @@ FLOAT_DTYPES = ("float32", "float64")
 # operator-table names; the expression is the operator's own (integer division guarded).
 BINARY_OPS = {"add": "elemwise_add", "sub": "elemwise_sub", "mul": "elemwise_mul",
               "div": "elemwise_div"}
-OPTIMIZERS = ("sgd", "sgd_mom", "adam", "adagrad", *optim_kernels.EXT_OPS)
+OPTIMIZERS = ("sgd", "sgd_mom", "adam", "adagrad", "group_adagrad", *optim_kernels.EXT_OPS)
 # Gradient kinds: dense, row_sparse lazy (only its rows), row_sparse standard (every row).
 GRADS = ("dense", "lazy", "std")
 
@@ -172,7 +172,7 @@ def all_kernels() -> list[SparseKernel]:
                           cfn.format(S=dt), f"dot_csr {kern}, dtype {dt}"))
         for o in OPTIMIZERS:
             for g in GRADS:
-                if o == "adagrad" and g == "std":
+                if o in ("adagrad", "group_adagrad") and g == "std":
                     continue  # adagrad's row_sparse update is lazy only
                 if g == "lazy" and o in optim_kernels.EXT_OPS and o != "ftrl":
                     continue  # of the other optimizers only ftrl updates lazily

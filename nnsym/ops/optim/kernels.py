@@ -52,6 +52,7 @@ EXT_OPS: dict[str, tuple[int, tuple[str, ...]]] = {
     "sgld": (1, ()),
 }
 _EXT_CODE = {name: 4 + i for i, name in enumerate(EXT_OPS)}
+_GROUP_ADAGRAD = 4 + len(EXT_OPS)
 
 _CDEF = """
 void nnsym_spopt_update_{S}(int op, {C} *w, const {C} *g, const int64_t *gidx, {C} *s1,
@@ -212,3 +213,40 @@ def adagrad_update_rsp(weight: np.ndarray, grad_data: np.ndarray, grad_indices: 
         raise ValueError("sparse adagrad_update does not support wd (MXNet requires wd == 0)")
     _run(_ADAGRAD, weight, grad_data, grad_indices, (history,), True, lr, 0.0, rescale_grad,
          clip_gradient, epsilon=epsilon)
+
+
+def group_adagrad_update(weight: np.ndarray, grad: np.ndarray, history: np.ndarray, lr: float,
+                         epsilon: float = 1e-5, rescale_grad: float = 1.0,
+                         clip_gradient: float = -1.0,
+                         grad_indices: np.ndarray | None = None) -> None:
+    """MXNet's contrib ``group_adagrad_update`` in place on a 2-D weight, ``history`` of
+    shape ``(rows, 1)``: ``g' = clip(rescale_grad*g); h += mean(g'^2, axis=1);
+    w -= lr*g'/sqrt(h + epsilon)``; with ``grad_indices`` (row_sparse) only those rows."""
+    _check_dense("weight", weight, None, True)
+    if weight.ndim != 2:
+        raise ValueError(f"group_adagrad needs a 2-D weight, not shape {weight.shape}")
+    _check_dense("history", history, None, True)
+    if history.shape != (weight.shape[0], 1) or history.dtype != weight.dtype:
+        raise ValueError(f"history is {history.dtype} {history.shape}; expected "
+                         f"{weight.dtype} {(weight.shape[0], 1)}")
+    rows, length = int(weight.shape[0]), int(weight.shape[1])
+    if rows == 0 or length == 0:
+        return
+    ld = native.loader()
+    fn, pt = _kernel(weight.dtype.name)
+    if grad_indices is None:
+        _check_dense("grad", grad, weight, False)
+        k, gidx = 0, ld.NULL
+    else:
+        grad = np.ascontiguousarray(grad, dtype=weight.dtype)
+        grad_indices = np.ascontiguousarray(grad_indices, dtype=np.int64)
+        k = int(grad_indices.shape[0])
+        if grad_indices.ndim != 1 or grad.shape != (k, length):
+            raise ValueError(f"row_sparse gradient data {grad.shape} and indices "
+                             f"{grad_indices.shape} do not match weight {weight.shape}")
+        if k and (int(grad_indices[0]) < 0 or int(grad_indices[-1]) >= rows):
+            raise ValueError(f"row_sparse gradient row ids outside [0, {rows})")
+        gidx = ld.ptr(grad_indices, "int64_t *")
+    fn(_GROUP_ADAGRAD, ld.ptr(weight, pt), ld.ptr(grad, pt), gidx, ld.ptr(history, pt), ld.NULL,
+       ld.NULL, rows, length, k, 1, float(lr), 0.0, float(rescale_grad), float(clip_gradient),
+       0.0, 0.0, 0.0, float(epsilon), 0.0, 0.0, 0.0, 0.0)
