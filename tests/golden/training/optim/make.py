@@ -9,15 +9,15 @@ recorded with its error instead of arrays.
 from __future__ import annotations
 
 import json
-import os
 import warnings
+from pathlib import Path
 
 import mxnet as mx
 import numpy as np
 
 STEPS = 5
 SHAPE = (5, 3)
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = Path(__file__).resolve().parent
 RSP_ROWS = [[0, 2, 3], [1, 4], [0, 1, 2, 3, 4], [3], [2, 4]]
 IDX2NAME = {0: "fc_weight", 1: "fc_bias"}
 
@@ -271,8 +271,8 @@ def main():
     for name, kinds, kw, dtype in OPS:
         run_op(name, kinds, kw, dtype, arrays)
         print(name, "ok")
-    np.savez_compressed(os.path.join(HERE, "fixtures.npz"), **arrays)
-    with open(os.path.join(HERE, "cases.json"), "w") as f:
+    np.savez_compressed(HERE / "fixtures.npz", **arrays)
+    with (HERE / "cases.json").open("w") as f:
         json.dump({"steps": STEPS, "shape": SHAPE, "rsp_rows": RSP_ROWS,
                    "ops": [{"name": n, "states": k, "kwargs": kw, "dtype": d}
                            for n, k, kw, d in OPS],
