@@ -267,7 +267,10 @@ class LARS(SGD):
 class LBSGD(Optimizer):
     """Large-batch SGD: gradients accumulate over ``batch_scale`` calls, then one SGD step
     with lr times a warmup multiplier (``warmup_strategy`` linear, power2, sqrt or lars);
-    the calls in between leave the weight as it is (MXNet runs sgd_update with lr 0)."""
+    the calls in between leave the weight as it is (MXNet runs sgd_update with lr 0).
+    ``get_states(dump_optimizer=True)`` keeps the call counts, not a partial sum."""
+
+    _saved_tables = ("_num_cums",)
 
     def __init__(self, momentum: float = 0.0, multi_precision: bool = False,
                  warmup_strategy: str = "linear", warmup_epochs: int = 5,
@@ -282,7 +285,8 @@ class LBSGD(Optimizer):
         self.init_updates = begin_epoch * updates_per_epoch
         self.num_epochs = num_epochs
         self.lbmult = 1
-        self.cumgrads: dict[Any, dict[str, Any]] = {}
+        self.cumgrads: dict[Any, NDArray] = {}  # the running sums (not saved by get_states)
+        self._num_cums: dict[Any, int] = {}     # calls counted per index (saved)
         self.adaptive = False
         self.admult = 1
 
@@ -311,13 +315,15 @@ class LBSGD(Optimizer):
     def update(self, index: Any, weight: NDArray, grad: NDArray, state: Any) -> None:
         lr, wd = self._get_lr(index), self._get_wd(index)
         self._update_count(index)
-        c = self.cumgrads.get(index)
-        if c and c["num_cums"] > 0:
-            cum = grad if isinstance(c["cum_grad"], int) else c["cum_grad"] + grad
-            num = c["num_cums"] + 1
+        prev = self._num_cums.get(index, 0)
+        cum = self.cumgrads.get(index)
+        if prev > 0 and cum is not None:
+            cum, num = cum + grad, prev + 1
+        elif prev > 0:  # just after a step (or a reload there): the sum restarts
+            cum, num = grad, prev + 1
         else:
             cum, num = grad, self.init_updates + 1
-        self.cumgrads[index] = {"cum_grad": cum, "num_cums": num}
+        self.cumgrads[index], self._num_cums[index] = cum, num
         if num % self.batch_scale == 0:
             g = cum / self.batch_scale
             lr *= (self._get_lars(weight, g, wd) if self.warmup_strategy == "lars"
@@ -329,7 +335,7 @@ class LBSGD(Optimizer):
                                          momentum=self.momentum, **kw)
             else:
                 optim_ops.sgd_update(weight, g, lr=lr, wd=wd, **kw)
-            self.cumgrads[index]["cum_grad"] = 0
+            del self.cumgrads[index]
         # else MXNet runs sgd_update with lr 0: the weight is unchanged
 
 

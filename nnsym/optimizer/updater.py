@@ -88,7 +88,7 @@ def _dump_optimizer(opt: Optimizer) -> dict[str, Any]:
     attrs = {k: v for k, v in vars(opt).items()
              if _scalar(v) and not (isinstance(v, float) and not np.isfinite(v)
                                     and k != "clip_gradient")}
-    for k in _DICT_ATTRS:
+    for k in (*_DICT_ATTRS, *opt._saved_tables):
         attrs[k] = _pairs(getattr(opt, k))
     attrs["_all_index_update_counts"] = [[dev, _pairs(c)] for dev, c in
                                          opt._all_index_update_counts.items()]
@@ -236,7 +236,7 @@ def _load_optimizer(d: Any, current: Optimizer) -> Optimizer:
     opt = cls()
     have = vars(opt)
     for k, v in d["attrs"].items():
-        if k in _DICT_ATTRS:
+        if k in _DICT_ATTRS or k in opt._saved_tables:
             setattr(opt, k, _load_pairs(v, k, (str,) if k == "idx2name" else (int, float)))
         elif k == "_all_index_update_counts":
             if not isinstance(v, list):
