@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from nnsym.codegen import compiler
-from nnsym.errors import ShapeError, StorageTypeError
+from nnsym.errors import OperatorParamError, ShapeError, StorageTypeError
 from nnsym.ndarray.ndarray import NDArray
 from nnsym.ndarray.sparse import BaseSparseNDArray, RowSparseNDArray
 from nnsym.ops.optim import kernels as optim
@@ -209,4 +209,350 @@ def adagrad_step(weight: NDArray, grad: NDArray, history: NDArray, lr: float, ep
     hr = h[sel] + g * g
     h[sel] = hr
     w[sel] = w[sel] - lr * (g / np.sqrt(hr + epsilon) + wd * w[sel])
+    return _finish(weight, w, out)
+
+
+# ---------------------------------------------------------------------- the other optimizers
+def _np_ext(op: str, w: np.ndarray, g: np.ndarray, st: list[Any], lr: float, wd: float,
+            rescale: float, clip: float, eps: float, p: tuple[float, ...]) -> None:
+    """The numpy backend's version of ``nnsym.ops.optim.kernels.ext_update`` (the formulas of
+    optim_elem.j2) on arrays already restricted to the updated rows; states updated in place."""
+    p0, p1, p2, p3, p4, p5, p6 = p
+
+    def cl(x: np.ndarray) -> np.ndarray:
+        return _clip(x, clip)
+
+    if op == "signsgd":
+        w[...] = (1 - lr * wd) * w - lr * np.sign(g)
+    elif op == "signum":
+        m = st[0]
+        m[...] = p0 * m - (1 - p0) * wd * w - (1 - p0) * cl(rescale * g)
+        w[...] = (1 - lr * p1) * w + lr * np.sign(m)
+    elif op == "nag_mom":
+        gr = cl(rescale * g)
+        wn = w + p0 * p0 * st[0] - (p0 + 1) * lr * (gr + wd * w)
+        st[0][...] = p0 * st[0] - lr * (gr + wd * wn)
+        w[...] = wn
+    elif op in ("rmsprop", "rmspropalex"):
+        gr = cl(rescale * g + wd * w)
+        n = st[0]
+        n[...] = (1 - p0) * gr * gr + p0 * n
+        if op == "rmsprop":
+            nw = w - lr * gr / np.sqrt(n + eps)
+        else:
+            st[1][...] = (1 - p0) * gr + p0 * st[1]
+            st[2][...] = p1 * st[2] - lr * (gr / np.sqrt(n - st[1] * st[1] + eps))
+            nw = w + st[2]
+        w[...] = _clip(nw, p3)
+    elif op == "ftml":
+        gr = cl(rescale * g + wd * w)
+        d, v, z = st
+        v[...] = p1 * v + (1 - p1) * gr * gr
+        dt = p2 / lr * (np.sqrt(v / p3) + eps)
+        z[...] = p0 * z + (1 - p0) * gr - (dt - p0 * d) * w
+        d[...] = dt
+        w[...] = -z / dt
+    elif op == "ftrl":
+        gr = cl(rescale * g)
+        z, n = st
+        z += gr - (np.sqrt(n + gr * gr) - np.sqrt(n)) * w / lr
+        n += gr * gr
+        w[...] = np.where(np.abs(z) > p0,
+                          (np.sign(z) * p0 - z) / ((p1 + np.sqrt(n)) / lr + wd), 0)
+    elif op == "lamb1":
+        gr = cl(rescale * g)
+        m, v, out = st
+        m[...] = p0 * m + (1 - p0) * gr
+        v[...] = p1 * v + (1 - p1) * gr * gr
+        out[...] = ((m / p2) / (np.sqrt(v / p3) + eps) if p4 else m / (np.sqrt(v) + eps)) \
+            + wd * w
+    elif op == "lamb2":
+        w -= lr * g
+    elif op == "adamax":
+        gr = cl(rescale * g + wd * w)
+        m, u = st
+        m[...] = p0 * m + (1 - p0) * gr
+        u[...] = np.maximum(p1 * u, np.abs(gr))
+        w -= lr * m / u
+    elif op == "nadam":
+        gr = cl(rescale * g + wd * w)
+        m, v = st
+        m[...] = p0 * m + (1 - p0) * gr
+        v[...] = p1 * v + (1 - p1) * gr * gr
+        w -= lr * (p5 * (gr / p2) + p6 * (m / p3)) / (np.sqrt(v / p4) + eps)
+    elif op == "adadelta":
+        gr = cl(rescale * g)
+        ag, ad = st
+        ag[...] = p0 * ag + (1 - p0) * gr * gr
+        dj = np.sqrt(ad + eps) / np.sqrt(ag + eps) * gr
+        ad[...] = p0 * ad + (1 - p0) * dj * dj
+        w -= dj + wd * w
+    elif op == "dcasgd":
+        gr = cl(rescale * g)
+        mom, prev = st
+        u = -lr * (gr + wd * w + p1 * gr * gr * (w - prev))
+        if p2:
+            mom[...] = p0 * mom + u
+            u = mom
+        prev[...] = w
+        w += u
+    elif op == "sgld":
+        w += (-lr / 2) * (cl(rescale * g) + wd * w)
+        w += st[0]
+    else:  # pragma: no cover - EXT_OPS lists every op
+        raise ValueError(op)
+
+
+def ext_update(op: str, weight: NDArray, grad: NDArray, states: tuple[NDArray | None, ...],
+               lr: float, wd: float = 0.0, rescale_grad: float = 1.0,
+               clip_gradient: float = -1.0, epsilon: float = 0.0,
+               params: tuple[float, ...] = (), lazy_update: bool = False) -> NDArray:
+    """One update of ``nnsym.ops.optim.kernels.EXT_OPS`` on NDArrays, in place (formulas in
+    ``optim_elem.j2``). A row_sparse gradient changes only its rows when ``lazy_update``
+    (MXNet's ftrl with row_sparse weight and states), else every row with absent rows at
+    gradient 0 (MXNet's dense fallback). float32/float64 run the C kernel; other dtypes and
+    the numpy backend run the same formulas in numpy (float16 in float32, rounded back)."""
+    w = _storage(weight, f"{op} weight")
+    st = tuple(None if s is None else _storage(s, f"{op} state {i}")
+               for i, s in enumerate(states))
+    for i, s in enumerate(st):
+        if s is not None:
+            _same_shape(w, s, f"{op} state {i}")
+    p = tuple(float(x) for x in params) + (0.0,) * (7 - len(params))
+    k = _kernel_path(w, tuple(s for s in st if s is not None), grad, lazy_update)
+    if k is not None:
+        K, gv, gi = k
+        K.ext_update(op, w, gv, st, lr, wd, rescale_grad, clip_gradient, epsilon, p, gi,
+                     lazy_update)
+        return _finish(weight, w, out=None)
+    rows, g = _grad(w, grad, lazy_update)
+    sel = slice(None) if rows is None else rows
+    wide = np.float32 if w.dtype.itemsize < 4 else w.dtype
+    wr = w[sel].astype(wide)
+    sr = [None if s is None else s[sel].astype(wide) for s in st]
+    _np_ext(op, wr, g.astype(wide, copy=False), sr, lr, wd, rescale_grad, clip_gradient,
+            epsilon, p)
+    w[sel] = wr
+    for s, r in zip(st, sr):
+        if s is not None and r is not None:
+            s[sel] = r
+    return _finish(weight, w, out=None)
+
+
+# ---------------------------------------------------------------------- MXNet's operators
+def _into(weight: NDArray, out: NDArray | None, step: Any) -> NDArray:
+    """Run ``step(target)`` (an in-place update) on the weight when ``out`` is the weight, else
+    on a copy that becomes ``out`` (or is returned): as MXNet, the weight itself changes only
+    when it is ``out``; states always change in place."""
+    if out is weight:
+        step(weight)
+        return weight
+    tmp = weight.copy()
+    step(tmp)
+    if out is None:
+        return tmp
+    out[:] = tmp
+    return out
+
+
+def signsgd_update(weight: NDArray, grad: NDArray, lr: float, wd: float = 0.0,
+                   rescale_grad: float = 1.0, clip_gradient: float = -1.0,
+                   out: NDArray | None = None) -> NDArray:
+    """``w = (1 - lr*wd)*w - lr*sign(g)`` (MXNet ignores rescale_grad and clip_gradient)."""
+    return _into(weight, out, lambda t: ext_update("signsgd", t, grad, (), lr, wd))
+
+
+def signum_update(weight: NDArray, grad: NDArray, mom: NDArray, lr: float,
+                  momentum: float = 0.0, wd: float = 0.0, rescale_grad: float = 1.0,
+                  clip_gradient: float = -1.0, wd_lh: float = 0.0,
+                  out: NDArray | None = None) -> NDArray:
+    """``m = momentum*m - (1-momentum)*(wd*w + clip(rescale*g)); w = (1-lr*wd_lh)*w +
+    lr*sign(m)``."""
+    return _into(weight, out, lambda t: ext_update(
+        "signum", t, grad, (mom,), lr, wd, rescale_grad, clip_gradient,
+        params=(momentum, wd_lh)))
+
+
+def nag_mom_update(weight: NDArray, grad: NDArray, mom: NDArray, lr: float,
+                   momentum: float = 0.0, wd: float = 0.0, rescale_grad: float = 1.0,
+                   clip_gradient: float = -1.0, out: NDArray | None = None) -> NDArray:
+    """MXNet 1.9.1's in-place NAG step (``g = clip(rescale*g)``):
+    ``w' = w + momentum^2*m - (1+momentum)*lr*(g + wd*w); m = momentum*m - lr*(g + wd*w')``.
+    (With ``out`` other than the weight MXNet's momentum would use the old weight; here it is
+    always the in-place result.)"""
+    return _into(weight, out, lambda t: ext_update(
+        "nag_mom", t, grad, (mom,), lr, wd, rescale_grad, clip_gradient, params=(momentum,)))
+
+
+def rmsprop_update(weight: NDArray, grad: NDArray, n: NDArray, lr: float,
+                   gamma1: float = 0.95, epsilon: float = 1e-8, wd: float = 0.0,
+                   rescale_grad: float = 1.0, clip_gradient: float = -1.0,
+                   clip_weights: float = -1.0, out: NDArray | None = None) -> NDArray:
+    """``g = clip(rescale*g + wd*w); n = (1-gamma1)*g^2 + gamma1*n;
+    w = clip_weights(w - lr*g/sqrt(n + epsilon))``."""
+    return _into(weight, out, lambda t: ext_update(
+        "rmsprop", t, grad, (n,), lr, wd, rescale_grad, clip_gradient, epsilon,
+        params=(gamma1, 0.0, 0.0, clip_weights)))
+
+
+def rmspropalex_update(weight: NDArray, grad: NDArray, n: NDArray, g: NDArray,
+                       delta: NDArray, lr: float, gamma1: float = 0.95, gamma2: float = 0.9,
+                       epsilon: float = 1e-8, wd: float = 0.0, rescale_grad: float = 1.0,
+                       clip_gradient: float = -1.0, clip_weights: float = -1.0,
+                       out: NDArray | None = None) -> NDArray:
+    """Centered RMSProp (Graves): n, g, delta updated; ``w += delta`` then clip_weights."""
+    return _into(weight, out, lambda t: ext_update(
+        "rmspropalex", t, grad, (n, g, delta), lr, wd, rescale_grad, clip_gradient, epsilon,
+        params=(gamma1, gamma2, 0.0, clip_weights)))
+
+
+def ftml_update(weight: NDArray, grad: NDArray, d: NDArray, v: NDArray, z: NDArray, lr: float,
+                beta1: float = 0.6, beta2: float = 0.999, epsilon: float = 1e-8,
+                t: int | None = None, wd: float = 0.0, rescale_grad: float = 1.0,
+                clip_grad: float = -1.0, out: NDArray | None = None) -> NDArray:
+    """FTML step ``t`` (1-based, required): d, v, z updated, ``w = -z/d``."""
+    t = _step_number(t, "ftml_update")
+    return _into(weight, out, lambda tw: ext_update(
+        "ftml", tw, grad, (d, v, z), lr, wd, rescale_grad, clip_grad, epsilon,
+        params=(beta1, beta2, 1.0 - beta1 ** t, 1.0 - beta2 ** t)))
+
+
+def ftrl_update(weight: NDArray, grad: NDArray, z: NDArray, n: NDArray, lr: float,
+                lamda1: float = 0.01, beta: float = 1.0, wd: float = 0.0,
+                rescale_grad: float = 1.0, clip_gradient: float = -1.0,
+                out: NDArray | None = None) -> NDArray:
+    """FTRL-Proximal; a row_sparse weight with a row_sparse gradient updates only its rows."""
+    lazy = isinstance(weight, RowSparseNDArray) and isinstance(grad, RowSparseNDArray)
+    return _into(weight, out, lambda t: ext_update(
+        "ftrl", t, grad, (z, n), lr, wd, rescale_grad, clip_gradient,
+        params=(lamda1, beta), lazy_update=lazy))
+
+
+def _step_number(t: Any, op: str) -> int:
+    if t is None or isinstance(t, bool) or int(t) != t or int(t) < 1:
+        raise OperatorParamError(f"{op}: t, the 1-based step number, is required, not {t!r}")
+    return int(t)
+
+
+def lamb_update_phase1(weight: NDArray, grad: NDArray, mean: NDArray, var: NDArray,
+                       beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-6,
+                       t: int | None = None, bias_correction: bool = True, wd: float = 0.0,
+                       rescale_grad: float = 1.0, clip_gradient: float = -1.0,
+                       out: NDArray | None = None) -> NDArray:
+    """LAMB's direction ``g`` for step ``t`` (1-based, required); mean and var updated in
+    place, the weight not changed."""
+    t = _step_number(t, "lamb_update_phase1")
+    g = NDArray(np.zeros(weight.shape, np.dtype(weight.dtype)))
+    ext_update("lamb1", weight.copy(), grad, (mean, var, g), 0.0, wd, rescale_grad,
+               clip_gradient, epsilon,
+               params=(beta1, beta2, 1.0 - beta1 ** t, 1.0 - beta2 ** t,
+                       float(bool(bias_correction))))
+    if out is None:
+        return g
+    out[:] = g
+    return out
+
+
+def _scalar(a: Any) -> float:
+    return float(a.asnumpy().reshape(-1)[0]) if isinstance(a, NDArray) else float(a)
+
+
+def lamb_update_phase2(weight: NDArray, g: NDArray, r1: Any, r2: Any, lr: float,
+                       lower_bound: float = -1.0, upper_bound: float = -1.0,
+                       out: NDArray | None = None) -> NDArray:
+    """``w -= lr*(r1/r2)*g`` with r1 (the weight's norm) bounded by lower/upper_bound when
+    they are >= 0, and ratio 1 when a norm is 0."""
+    n1, n2 = _scalar(r1), _scalar(r2)
+    if lower_bound >= 0:
+        n1 = max(n1, lower_bound)
+    if upper_bound >= 0:
+        n1 = min(n1, upper_bound)
+    ratio = 1.0 if n1 == 0 or n2 == 0 else n1 / n2
+    return _into(weight, out, lambda t: ext_update("lamb2", t, g, (), lr * ratio))
+
+
+def _mp(weight: NDArray, weight32: NDArray, out: NDArray | None, step: Any) -> NDArray:
+    """Mixed precision: ``step`` updates the float32 master copy; the result is its cast."""
+    step(weight32)
+    res = weight32.astype(weight.dtype)
+    if out is None:
+        return res
+    out[:] = res
+    return out
+
+
+def _g32(grad: NDArray) -> NDArray:
+    return grad if grad.dtype == np.float32 else grad.astype(np.float32)
+
+
+def mp_sgd_update(weight: NDArray, grad: NDArray, weight32: NDArray, lr: float,
+                  wd: float = 0.0, rescale_grad: float = 1.0, clip_gradient: float = -1.0,
+                  lazy_update: bool = True, out: NDArray | None = None) -> NDArray:
+    """sgd_update on the float32 master ``weight32`` (updated in place), cast to the weight."""
+    return _mp(weight, weight32, out, lambda w32: sgd_update(
+        w32, _g32(grad), lr, wd, rescale_grad, clip_gradient, lazy_update))
+
+
+def mp_sgd_mom_update(weight: NDArray, grad: NDArray, mom: NDArray, weight32: NDArray,
+                      lr: float, momentum: float = 0.0, wd: float = 0.0,
+                      rescale_grad: float = 1.0, clip_gradient: float = -1.0,
+                      lazy_update: bool = True, out: NDArray | None = None) -> NDArray:
+    """sgd_mom_update on the float32 master (``mom`` float32), cast to the weight."""
+    return _mp(weight, weight32, out, lambda w32: sgd_mom_update(
+        w32, _g32(grad), mom, lr, momentum, wd, rescale_grad, clip_gradient, lazy_update))
+
+
+def mp_nag_mom_update(weight: NDArray, grad: NDArray, mom: NDArray, weight32: NDArray,
+                      lr: float, momentum: float = 0.0, wd: float = 0.0,
+                      rescale_grad: float = 1.0, clip_gradient: float = -1.0,
+                      out: NDArray | None = None) -> NDArray:
+    """nag_mom_update on the float32 master, cast to the weight."""
+    return _mp(weight, weight32, out, lambda w32: nag_mom_update(
+        w32, _g32(grad), mom, lr, momentum, wd, rescale_grad, clip_gradient, out=w32))
+
+
+def mp_lamb_update_phase1(weight: NDArray, grad: NDArray, mean: NDArray, var: NDArray,
+                          weight32: NDArray, beta1: float = 0.9, beta2: float = 0.999,
+                          epsilon: float = 1e-6, t: int | None = None,
+                          bias_correction: bool = True, wd: float = 0.0,
+                          rescale_grad: float = 1.0, clip_gradient: float = -1.0,
+                          out: NDArray | None = None) -> NDArray:
+    """lamb_update_phase1 on the float32 master; ``g`` is float32."""
+    return lamb_update_phase1(weight32, _g32(grad), mean, var, beta1, beta2, epsilon, t,
+                              bias_correction, wd, rescale_grad, clip_gradient, out)
+
+
+def mp_lamb_update_phase2(weight: NDArray, g: NDArray, r1: Any, r2: Any, weight32: NDArray,
+                          lr: float, lower_bound: float = -1.0, upper_bound: float = -1.0,
+                          out: NDArray | None = None) -> NDArray:
+    """``cast(weight32 - lr*ratio*g)`` into the weight. As MXNet 1.9.1's operator, weight32
+    itself is NOT updated (MXNet's LAMB optimizer updates its master through
+    multi_mp_lamb_update instead; nnsym's LAMB updates the master directly)."""
+    return _mp(weight, weight32.copy(), out, lambda w32: lamb_update_phase2(
+        w32, g, r1, r2, lr, lower_bound, upper_bound, out=w32))
+
+
+def group_adagrad_update(weight: NDArray, grad: NDArray, history: NDArray, lr: float,
+                         rescale_grad: float = 1.0, clip_gradient: float = -1.0,
+                         epsilon: float = 1e-5, out: NDArray | None = None) -> NDArray:
+    """MXNet's ``contrib.group_adagrad_update`` (one history value per row, ``(rows, 1)``):
+    ``g' = clip(rescale*g); h += mean(g'^2, axis=1); w -= lr*g'/sqrt(h + epsilon)``; a
+    row_sparse gradient changes only its rows. The weight is updated in place (``out`` other
+    than it receives a copy), as this module's other classic updates."""
+    w = _storage(weight, "group_adagrad_update weight")
+    h = _storage(history, "group_adagrad_update history")
+    if w.ndim != 2 or h.shape != (w.shape[0], 1):
+        raise ShapeError(f"group_adagrad_update: weight {w.shape} must be 2-D and history "
+                         f"{h.shape} must be ({w.shape[0] if w.ndim else '?'}, 1)")
+    k = _kernel_path(w, (), grad, True)
+    if k is not None and h.dtype == w.dtype and h.flags.c_contiguous and h.flags.writeable:
+        K, gv, gi = k
+        K.group_adagrad_update(w, gv, h, lr, epsilon, rescale_grad, clip_gradient, gi)
+        return _finish(weight, w, out)
+    rows, g = _grad(w, grad, True)
+    sel = slice(None) if rows is None else rows
+    g = _clip(rescale_grad * g.astype(np.float32 if w.itemsize < 4 else w.dtype), clip_gradient)
+    hr = h[sel] + np.mean(g * g, axis=1, keepdims=True) if g.shape[1] else h[sel]
+    h[sel] = hr
+    w[sel] = w[sel] - lr * (g / np.sqrt(hr + epsilon))
     return _finish(weight, w, out)

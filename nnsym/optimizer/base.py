@@ -22,6 +22,8 @@ class Optimizer:
     """Base class of every optimizer; ``update(index, weight, grad, state)`` is its step."""
 
     opt_registry: ClassVar[dict[str, type[Optimizer]]] = {}
+    # attributes (dicts index -> number) that get_states(dump_optimizer=True) also saves
+    _saved_tables: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, rescale_grad: float = 1.0, param_idx2name: dict[int, str] | None = None,
                  wd: float = 0.0, clip_gradient: float | None = None,

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import io
 import json
+import struct
 import zipfile
+import zlib
 from typing import Any
 
 import numpy as np
@@ -86,7 +88,7 @@ def _dump_optimizer(opt: Optimizer) -> dict[str, Any]:
     attrs = {k: v for k, v in vars(opt).items()
              if _scalar(v) and not (isinstance(v, float) and not np.isfinite(v)
                                     and k != "clip_gradient")}
-    for k in _DICT_ATTRS:
+    for k in (*_DICT_ATTRS, *opt._saved_tables):
         attrs[k] = _pairs(getattr(opt, k))
     attrs["_all_index_update_counts"] = [[dev, _pairs(c)] for dev, c in
                                          opt._all_index_update_counts.items()]
@@ -210,6 +212,20 @@ def _load_pairs(v: Any, what: str, value_types: tuple[type, ...]) -> dict[Any, A
     return out
 
 
+def _same_kind(old: Any, new: Any) -> bool:
+    """A loaded hyper-parameter may replace a default of its kind (a number a number, ...);
+    a default of None takes any JSON scalar."""
+    if not _scalar(new):
+        return False
+    if old is None or new is None:
+        return True
+    if isinstance(old, bool) or isinstance(new, bool):
+        return isinstance(old, bool) and isinstance(new, bool)
+    if isinstance(old, (int, float)):
+        return isinstance(new, (int, float))
+    return type(old) is type(new)
+
+
 def _load_optimizer(d: Any, current: Optimizer) -> Optimizer:
     if not (isinstance(d, dict) and isinstance(d.get("name"), str)
             and isinstance(d.get("attrs"), dict)):
@@ -220,7 +236,7 @@ def _load_optimizer(d: Any, current: Optimizer) -> Optimizer:
     opt = cls()
     have = vars(opt)
     for k, v in d["attrs"].items():
-        if k in _DICT_ATTRS:
+        if k in _DICT_ATTRS or k in opt._saved_tables:
             setattr(opt, k, _load_pairs(v, k, (str,) if k == "idx2name" else (int, float)))
         elif k == "_all_index_update_counts":
             if not isinstance(v, list):
@@ -233,8 +249,10 @@ def _load_optimizer(d: Any, current: Optimizer) -> Optimizer:
             opt._all_index_update_counts = counts or {0: {}}
             opt._index_update_count = opt._all_index_update_counts[
                 0 if 0 in opt._all_index_update_counts else next(iter(counts))]
-        elif k in have and _scalar(have[k]) and _scalar(v):
+        elif k in have and _scalar(have[k]) and _same_kind(have[k], v):
             setattr(opt, k, v)
+        elif k in have and _scalar(have[k]):
+            raise _bad(f"optimizer {d['name']} hyper-parameter {k!r} cannot be {v!r:.100}")
         else:
             raise _bad(f"optimizer {d['name']} has no hyper-parameter {k!r:.100}")
     opt.lr_scheduler = current.lr_scheduler
@@ -250,6 +268,12 @@ def _load_optimizer(d: Any, current: Optimizer) -> Optimizer:
     return opt
 
 
+# What a damaged zip member can raise while it is read (bad headers, unknown compression,
+# failed decompression or CRC).
+_DAMAGE = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, NotImplementedError,
+           ValueError, KeyError, IndexError, OverflowError, struct.error, zlib.error)
+
+
 def loads(data: bytes, current: Optimizer,
           max_bytes: int = MAX_BYTES) -> tuple[dict[Any, Any], Optimizer | None]:
     """(states, optimizer or None) from ``get_states`` bytes; OptimizerStateError if malformed."""
@@ -257,41 +281,49 @@ def loads(data: bytes, current: Optimizer,
         raise OptimizerStateError(f"updater states must be bytes, not {type(data).__name__}")
     try:
         z = zipfile.ZipFile(io.BytesIO(bytes(data)))
-    except (zipfile.BadZipFile, ValueError, OSError) as e:
+    except _DAMAGE as e:
         raise _bad(f"not an nnsym updater-states archive ({e})") from None
-    with z:
-        infos = z.infolist()
-        if len(infos) > MAX_MEMBERS:
-            raise _bad(f"{len(infos)} members, more than {MAX_MEMBERS}")
-        try:
-            mi = z.getinfo("manifest.json")
-        except KeyError:
-            raise _bad("manifest.json is missing") from None
-        if mi.file_size > MAX_MANIFEST:
-            raise _bad(f"manifest.json is {mi.file_size} bytes, over {MAX_MANIFEST}")
-        try:
-            with z.open(mi) as f:
-                manifest = json.loads(f.read(MAX_MANIFEST + 1).decode("utf-8"))
-        except (ValueError, UnicodeDecodeError, zipfile.BadZipFile, RecursionError) as e:
-            raise _bad(f"manifest.json is not valid JSON ({e})") from None
-        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-            raise _bad(f"manifest format is not {FORMAT!r}")
-        if manifest.get("version") != VERSION:
-            raise _bad(f"unsupported version {manifest.get('version')!r} (this reads {VERSION})")
-        entries = manifest.get("states")
-        if not isinstance(entries, list):
-            raise _bad("states is not a list")
-        r = _Reader(z, max_bytes)
-        states: dict[Any, Any] = {}
-        try:
-            for ent in entries:
-                if not (isinstance(ent, list) and len(ent) == 2):
-                    raise _bad(f"malformed state entry {ent!r:.100}")
-                states[_key(ent[0])] = r.tree(ent[1])
-        except (zipfile.BadZipFile, OSError, EOFError) as exc:
-            raise _bad(f"damaged archive ({exc})") from None
-        opt = manifest.get("optimizer")
-        return states, None if opt is None else _load_optimizer(opt, current)
+    try:
+        return _loads(z, current, max_bytes)
+    except OptimizerStateError:
+        raise
+    except _DAMAGE as e:
+        raise _bad(f"damaged archive ({type(e).__name__}: {e})") from None
+    finally:
+        z.close()
+
+
+def _loads(z: zipfile.ZipFile, current: Optimizer,
+           max_bytes: int) -> tuple[dict[Any, Any], Optimizer | None]:
+    infos = z.infolist()
+    if len(infos) > MAX_MEMBERS:
+        raise _bad(f"{len(infos)} members, more than {MAX_MEMBERS}")
+    try:
+        mi = z.getinfo("manifest.json")
+    except KeyError:
+        raise _bad("manifest.json is missing") from None
+    if mi.file_size > MAX_MANIFEST:
+        raise _bad(f"manifest.json is {mi.file_size} bytes, over {MAX_MANIFEST}")
+    try:
+        with z.open(mi) as f:
+            manifest = json.loads(f.read(MAX_MANIFEST + 1).decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, zipfile.BadZipFile, RecursionError) as e:
+        raise _bad(f"manifest.json is not valid JSON ({e})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise _bad(f"manifest format is not {FORMAT!r}")
+    if manifest.get("version") != VERSION:
+        raise _bad(f"unsupported version {manifest.get('version')!r} (this reads {VERSION})")
+    entries = manifest.get("states")
+    if not isinstance(entries, list):
+        raise _bad("states is not a list")
+    r = _Reader(z, max_bytes)
+    states: dict[Any, Any] = {}
+    for ent in entries:
+        if not (isinstance(ent, list) and len(ent) == 2):
+            raise _bad(f"malformed state entry {ent!r:.100}")
+        states[_key(ent[0])] = r.tree(ent[1])
+    opt = manifest.get("optimizer")
+    return states, None if opt is None else _load_optimizer(opt, current)
 
 
 def _sync(state: Any, ctx: Any) -> Any:

@@ -440,7 +440,7 @@ _NSTATES = {"sgd": 0, "sgd_mom": 1, "adam": 2, "adagrad": 1}
 
 
 @pytest.mark.parametrize("dt", sp.FLOAT_DTYPES)
-@pytest.mark.parametrize("opt", sp.OPTIMIZERS)
+@pytest.mark.parametrize("opt", list(_OPT_FN))
 def test_optim_update(lib: sp.SparseShim, opt: str, dt: str) -> None:
     rng = np.random.default_rng(5)
     _, dense_fn, rsp_fn, extra = _OPT_FN[opt]
@@ -478,6 +478,75 @@ def test_optim_update(lib: sp.SparseShim, opt: str, dt: str) -> None:
             same(cw, ww)
             for a, b in zip(cs, ws):
                 same(a, b)
+
+
+# scalars p0..p6 of each optim_elem.j2 op (denominators away from 0)
+_EXT_PARAMS: dict[str, tuple[float, ...]] = {
+    "signsgd": (), "signum": (0.9, 0.02), "nag_mom": (0.9,), "rmsprop": (0.9, 0, 0, 0.5),
+    "rmspropalex": (0.9, 0.8, 0, 0.5), "ftml": (0.6, 0.999, 0.4, 0.002), "ftrl": (0.01, 1.0),
+    "lamb1": (0.9, 0.999, 0.1, 0.001, 1.0), "lamb2": (), "adamax": (0.9, 0.999),
+    "nadam": (0.9, 0.999, 0.2, 0.3, 0.001, 0.1, 0.85), "adadelta": (0.9,),
+    "dcasgd": (0.9, 0.04, 1.0), "sgld": (),
+}
+
+
+@pytest.mark.parametrize("dt", sp.FLOAT_DTYPES)
+@pytest.mark.parametrize("opt", list(optim.EXT_OPS))
+def test_optim_ext_update(lib: sp.SparseShim, opt: str, dt: str) -> None:
+    """The optimizers of optim_elem.j2: CUDA twin == C kernel, dense and row_sparse gradients
+    (std: every row; lazy: ftrl only), with and without clipping."""
+    rng = np.random.default_rng(7)
+    nstates, _ = optim.EXT_OPS[opt]
+    params = _EXT_PARAMS[opt]
+    rows, length = 11, 6
+    for grad in sp.GRADS:
+        if grad == "lazy" and opt != "ftrl":
+            continue
+        for clip in (-1.0, 0.4):
+            w = values(rng, dt, rows * length, special=False).reshape(rows, length)
+            states = [0.1 * np.abs(values(rng, dt, rows * length, special=False))
+                      .reshape(rows, length).astype(dt) for _ in range(nstates)]
+            if grad == "dense":
+                g, gidx = values(rng, dt, rows * length, special=False).reshape(rows, length), None
+                k = 0
+            else:
+                g, gidx = rand_rsp(rng, rows, length, dt, p=0.5, special=False)
+                k = len(gidx)
+            p = tuple(params) + (0.0,) * (7 - len(params))
+            fa = (0.1, 0.01, 0.7, clip, *p[:3], 1e-6, *p[3:])
+            cw, cs = w.copy(), [a.copy() for a in states]
+            ptrs = [cw, g, gidx, *(cs + [None, None, None])[:3]]
+            run(lib, f"nnsp_optim_{opt}_{grad}_{dt}", ptrs, [rows, length, k], fa)
+            ww, ws = w.copy(), [a.copy() for a in states]
+            optim.ext_update(opt, ww, g, tuple(ws), 0.1, 0.01, 0.7, clip, 1e-6, params,
+                             gidx, grad == "lazy")
+            same(cw, ww)
+            for a, b in zip(cs, ws):
+                same(a, b)
+
+
+@pytest.mark.parametrize("dt", sp.FLOAT_DTYPES)
+def test_optim_group_adagrad(lib: sp.SparseShim, dt: str) -> None:
+    """group_adagrad (one thread per row, a row reduction): CUDA twin == C kernel."""
+    rng = np.random.default_rng(8)
+    rows, length = 9, 5
+    for grad in ("dense", "lazy"):
+        for clip in (-1.0, 0.4):
+            w = values(rng, dt, rows * length, special=False).reshape(rows, length)
+            h = np.abs(values(rng, dt, rows, special=False)).reshape(rows, 1)
+            if grad == "dense":
+                g, gidx = values(rng, dt, rows * length, special=False).reshape(rows, length), None
+                k = 0
+            else:
+                g, gidx = rand_rsp(rng, rows, length, dt, p=0.5, special=False)
+                k = len(gidx)
+            cw, ch = w.copy(), h.copy()
+            run(lib, f"nnsp_optim_group_adagrad_{grad}_{dt}", [cw, g, gidx, ch, None],
+                [rows, length, k], (0.1, 0.0, 0.7, clip, 0.0, 0.0, 0.0, 1e-5))
+            ww, wh = w.copy(), h.copy()
+            optim.group_adagrad_update(ww, g, wh, 0.1, 1e-5, 0.7, clip, gidx)
+            same(cw, ww)
+            same(ch, wh)
 
 
 @pytest.mark.parametrize("grid,block", [(1, 32), (1, 1024), (7, 96), (2, 992)])

@@ -181,3 +181,30 @@ def test_register_and_multi_precision() -> None:
                                rtol=1e-6)
     assert w.dtype == np.float16
     del optimizer.Optimizer.opt_registry["myopt"]
+
+
+def test_mutated_states_load_or_fail_cleanly() -> None:
+    """Random byte flips and truncations of a valid blob: set_states loads it or raises
+    OptimizerStateError, nothing else."""
+    rsp = RowSparseNDArray(np.ones((2, 3), np.float32), np.array([0, 2]), (4, 3))
+    upd = optimizer.get_updater(optimizer.create("adam"))
+    upd.states = {0: (nd.array(_w()), rsp), "x": [None, nd.array(np.arange(4.0))]}
+    blob = upd.get_states(dump_optimizer=True)
+    rng = np.random.default_rng(0)
+    for trial in range(300):
+        b = bytearray(blob)
+        if trial % 3 == 0:
+            b = b[: rng.integers(0, len(b))]
+        else:
+            for p in rng.integers(0, len(b), size=rng.integers(1, 8)):
+                b[p] = int(rng.integers(0, 256))
+        try:
+            optimizer.get_updater(optimizer.create("adam")).set_states(bytes(b))
+        except OptimizerStateError:
+            pass
+
+
+def test_loaded_hyper_parameters_keep_their_kind() -> None:
+    blob = _zip({**_OK, "states": [], "optimizer": {"name": "sgd", "attrs": {"momentum": "x"}}})
+    with pytest.raises(OptimizerStateError, match="hyper-parameter 'momentum' cannot be 'x'"):
+        optimizer.get_updater(optimizer.SGD()).set_states(blob)

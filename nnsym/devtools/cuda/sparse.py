@@ -46,6 +46,7 @@ from nnsym.devtools.cuda import codegen as cg
 from nnsym.devtools.cuda import shim
 from nnsym.ir.spec import comptype
 from nnsym.ops.elemwise.elemwise import BINARY_BY_NAME, kernel_expr
+from nnsym.ops.optim import kernels as optim_kernels
 from nnsym.runtime import native
 
 # The sparse kernel templates (family paths under nnsym/ops) that hold kernels.
@@ -61,7 +62,7 @@ FLOAT_DTYPES = ("float32", "float64")
 # operator-table names; the expression is the operator's own (integer division guarded).
 BINARY_OPS = {"add": "elemwise_add", "sub": "elemwise_sub", "mul": "elemwise_mul",
               "div": "elemwise_div"}
-OPTIMIZERS = ("sgd", "sgd_mom", "adam", "adagrad")
+OPTIMIZERS = ("sgd", "sgd_mom", "adam", "adagrad", "group_adagrad", *optim_kernels.EXT_OPS)
 # Gradient kinds: dense, row_sparse lazy (only its rows), row_sparse standard (every row).
 GRADS = ("dense", "lazy", "std")
 
@@ -171,8 +172,10 @@ def all_kernels() -> list[SparseKernel]:
                           cfn.format(S=dt), f"dot_csr {kern}, dtype {dt}"))
         for o in OPTIMIZERS:
             for g in GRADS:
-                if o == "adagrad" and g == "std":
+                if o in ("adagrad", "group_adagrad") and g == "std":
                     continue  # adagrad's row_sparse update is lazy only
+                if g == "lazy" and o in optim_kernels.EXT_OPS and o != "ftrl":
+                    continue  # of the other optimizers only ftrl updates lazily
                 out.append(_k(f"nnsp_optim_{o}_{g}_{dt}", opt, "update", {"dtype": dt},
                               f"nnsym_spopt_update_{dt}",
                               f"optim_update {o}, {g} gradient, dtype {dt}", opt=o, grad=g))

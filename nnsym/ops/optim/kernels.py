@@ -33,11 +33,32 @@ from nnsym.ir.spec import ctype
 
 DTYPES = ("float32", "float64")
 _SGD, _SGD_MOM, _ADAM, _ADAGRAD = 0, 1, 2, 3
+# The ops of optim_elem.j2, numbered after the four above (the template's EXT_OPS order), with
+# their state counts and the names of their scalar slots p0..p6 (see optim_elem.j2).
+EXT_OPS: dict[str, tuple[int, tuple[str, ...]]] = {
+    "signsgd": (0, ()),
+    "signum": (1, ("momentum", "wd_lh")),
+    "nag_mom": (1, ("momentum",)),
+    "rmsprop": (1, ("gamma1", "", "", "clip_weights")),
+    "rmspropalex": (3, ("gamma1", "gamma2", "", "clip_weights")),
+    "ftml": (3, ("beta1", "beta2", "coef1", "coef2")),
+    "ftrl": (2, ("lamda1", "beta")),
+    "lamb1": (3, ("beta1", "beta2", "coef1", "coef2", "bias_correction")),
+    "lamb2": (0, ()),
+    "adamax": (2, ("beta1", "beta2")),
+    "nadam": (2, ("beta1", "beta2", "c_grad", "c_mean", "c_var", "mom_t", "mom_t1")),
+    "adadelta": (2, ("rho",)),
+    "dcasgd": (2, ("momentum", "lamda", "has_mom")),
+    "sgld": (1, ()),
+}
+_EXT_CODE = {name: 4 + i for i, name in enumerate(EXT_OPS)}
+_GROUP_ADAGRAD = 4 + len(EXT_OPS)
 
 _CDEF = """
 void nnsym_spopt_update_{S}(int op, {C} *w, const {C} *g, const int64_t *gidx, {C} *s1,
-    {C} *s2, int64_t rows, int64_t len, int64_t k, int lazy, double lr, double wd,
-    double rescale, double clip, double momentum, double beta1, double beta2, double eps);
+    {C} *s2, {C} *s3, int64_t rows, int64_t len, int64_t k, int lazy, double lr, double wd,
+    double rescale, double clip, double momentum, double beta1, double beta2, double eps,
+    double p3, double p4, double p5, double p6);
 """
 
 
@@ -64,12 +85,14 @@ def _check_dense(name: str, a: np.ndarray, like: np.ndarray | None, writable: bo
 
 
 def _run(op: int, weight: np.ndarray, grad: np.ndarray, grad_indices: np.ndarray | None,
-         states: tuple[np.ndarray, ...], lazy: bool, lr: float, wd: float, rescale_grad: float,
-         clip_gradient: float, momentum: float = 0.0, beta1: float = 0.0, beta2: float = 0.0,
-         epsilon: float = 0.0) -> None:
+         states: tuple[np.ndarray | None, ...], lazy: bool, lr: float, wd: float,
+         rescale_grad: float, clip_gradient: float, momentum: float = 0.0, beta1: float = 0.0,
+         beta2: float = 0.0, epsilon: float = 0.0,
+         extra: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)) -> None:
     _check_dense("weight", weight, None, True)
     for i, s in enumerate(states):
-        _check_dense(f"state {i}", s, weight, True)
+        if s is not None:
+            _check_dense(f"state {i}", s, weight, True)
     rows = int(weight.shape[0]) if weight.ndim else 1
     length = int(np.prod(weight.shape[1:], dtype=np.int64)) if weight.ndim else 1
     if grad_indices is None:
@@ -92,10 +115,31 @@ def _run(op: int, weight: np.ndarray, grad: np.ndarray, grad_indices: np.ndarray
         gidx = native.loader().ptr(grad_indices, "int64_t *")
     fn, pt = _kernel(weight.dtype.name)
     ld = native.loader()
-    sp = [ld.ptr(a, pt) for a in states] + [ld.NULL] * (2 - len(states))
-    fn(op, ld.ptr(weight, pt), ld.ptr(grad, pt), gidx, sp[0], sp[1], rows, length, k,
+    sp = [ld.NULL if a is None else ld.ptr(a, pt) for a in states]
+    sp += [ld.NULL] * (3 - len(states))
+    fn(op, ld.ptr(weight, pt), ld.ptr(grad, pt), gidx, sp[0], sp[1], sp[2], rows, length, k,
        int(lazy), float(lr), float(wd), float(rescale_grad), float(clip_gradient),
-       float(momentum), float(beta1), float(beta2), float(epsilon))
+       float(momentum), float(beta1), float(beta2), float(epsilon), *map(float, extra))
+
+
+def ext_update(op: str, weight: np.ndarray, grad: np.ndarray,
+               states: tuple[np.ndarray | None, ...],
+               lr: float, wd: float = 0.0, rescale_grad: float = 1.0,
+               clip_gradient: float = -1.0, epsilon: float = 0.0,
+               params: tuple[float, ...] = (), grad_indices: np.ndarray | None = None,
+               lazy_update: bool = True) -> None:
+    """One of the ``EXT_OPS`` updates (formulas in optim_elem.j2) in place: ``states`` in the
+    op's order (None only for dcasgd's absent momentum), ``params`` its scalars p0..p6.
+    ``grad_indices``: ``grad`` holds those rows of a row_sparse gradient (lazy: only they
+    change; else absent rows update with gradient 0)."""
+    nstates, _ = EXT_OPS[op]
+    if len(states) != nstates:
+        raise ValueError(f"{op} takes {nstates} states, not {len(states)}")
+    if len(params) > 7:
+        raise ValueError(f"{op}: at most 7 scalars, not {len(params)}")
+    p = tuple(params) + (0.0,) * (7 - len(params))
+    _run(_EXT_CODE[op], weight, grad, grad_indices, states, lazy_update, lr, wd, rescale_grad,
+         clip_gradient, p[0], p[1], p[2], epsilon, (p[3], p[4], p[5], p[6]))
 
 
 def sgd_update(weight: np.ndarray, grad: np.ndarray, lr: float, wd: float = 0.0,
@@ -169,3 +213,40 @@ def adagrad_update_rsp(weight: np.ndarray, grad_data: np.ndarray, grad_indices: 
         raise ValueError("sparse adagrad_update does not support wd (MXNet requires wd == 0)")
     _run(_ADAGRAD, weight, grad_data, grad_indices, (history,), True, lr, 0.0, rescale_grad,
          clip_gradient, epsilon=epsilon)
+
+
+def group_adagrad_update(weight: np.ndarray, grad: np.ndarray, history: np.ndarray, lr: float,
+                         epsilon: float = 1e-5, rescale_grad: float = 1.0,
+                         clip_gradient: float = -1.0,
+                         grad_indices: np.ndarray | None = None) -> None:
+    """MXNet's contrib ``group_adagrad_update`` in place on a 2-D weight, ``history`` of
+    shape ``(rows, 1)``: ``g' = clip(rescale_grad*g); h += mean(g'^2, axis=1);
+    w -= lr*g'/sqrt(h + epsilon)``; with ``grad_indices`` (row_sparse) only those rows."""
+    _check_dense("weight", weight, None, True)
+    if weight.ndim != 2:
+        raise ValueError(f"group_adagrad needs a 2-D weight, not shape {weight.shape}")
+    _check_dense("history", history, None, True)
+    if history.shape != (weight.shape[0], 1) or history.dtype != weight.dtype:
+        raise ValueError(f"history is {history.dtype} {history.shape}; expected "
+                         f"{weight.dtype} {(weight.shape[0], 1)}")
+    rows, length = int(weight.shape[0]), int(weight.shape[1])
+    if rows == 0 or length == 0:
+        return
+    ld = native.loader()
+    fn, pt = _kernel(weight.dtype.name)
+    if grad_indices is None:
+        _check_dense("grad", grad, weight, False)
+        k, gidx = 0, ld.NULL
+    else:
+        grad = np.ascontiguousarray(grad, dtype=weight.dtype)
+        grad_indices = np.ascontiguousarray(grad_indices, dtype=np.int64)
+        k = int(grad_indices.shape[0])
+        if grad_indices.ndim != 1 or grad.shape != (k, length):
+            raise ValueError(f"row_sparse gradient data {grad.shape} and indices "
+                             f"{grad_indices.shape} do not match weight {weight.shape}")
+        if k and (int(grad_indices[0]) < 0 or int(grad_indices[-1]) >= rows):
+            raise ValueError(f"row_sparse gradient row ids outside [0, {rows})")
+        gidx = ld.ptr(grad_indices, "int64_t *")
+    fn(_GROUP_ADAGRAD, ld.ptr(weight, pt), ld.ptr(grad, pt), gidx, ld.ptr(history, pt), ld.NULL,
+       ld.NULL, rows, length, k, 1, float(lr), 0.0, float(rescale_grad), float(clip_gradient),
+       0.0, 0.0, 0.0, float(epsilon), 0.0, 0.0, 0.0, 0.0)
