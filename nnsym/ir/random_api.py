@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from nnsym.errors import RandomArgumentError
+from nnsym.ir.opdef import OpDef, get_op
 
 _NULL: Any = None  # MXNet's _Null: "not given" (the operator's default)
 
@@ -34,9 +35,10 @@ LIKE = ("uniform", "normal", "gamma", "exponential", "poisson", "negative_binomi
 
 
 def make_random_namespace(package: str, functions: dict[str, Any], array_type: type,
-                          imperative: bool) -> types.ModuleType:
+                          imperative: bool, make: Callable[[OpDef, str], Any]) -> types.ModuleType:
     """The ``random`` module of ``package`` over its operator ``functions``; ``imperative``
-    adds MXNet's NDArray-only arguments (``ctx``, ``out``)."""
+    adds MXNet's NDArray-only arguments (``ctx``, ``out``). ``make(op, name)`` makes the
+    ``<dist>_like`` functions (named so, as MXNet's, which also gives the symbol naming hint)."""
     mod = types.ModuleType(f"{package}.random", "Random sampling (MXNet's random namespace).")
 
     def is_num(v: Any) -> bool:
@@ -137,7 +139,8 @@ def make_random_namespace(package: str, functions: dict[str, Any], array_type: t
         f.__module__ = mod.__name__
         setattr(mod, f.__name__, f)
     for n in LIKE:
-        like = functions[f"_random_{n}_like"]
+        like = make(get_op(f"_random_{n}_like"), f"{n}_like")
+        like.__module__ = mod.__name__
         setattr(mod, f"{n}_like", like)
     mod.__all__ = [*SAMPLERS, "randn", "multinomial", "shuffle",  # type: ignore[attr-defined]
                    *(f"{n}_like" for n in LIKE)]

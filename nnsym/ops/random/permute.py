@@ -29,7 +29,7 @@ class MultinomialParams(Params):
 
 
 def multinomial_outputs(p: MultinomialParams) -> tuple[str, ...]:
-    return ("output", "prob") if p.get_prob else ("output",)
+    return ("output0", "output1") if p.get_prob else ("output",)  # MXNet's default names
 
 
 def _multinomial_out(data: tuple[int, ...], p: MultinomialParams) -> tuple[int, ...]:
