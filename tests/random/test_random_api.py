@@ -156,3 +156,16 @@ def test_namespaces_have_mxnet_names():
                  "sample_multinomial", "shuffle", "_random_uniform_like", "sample_gamma"):
         assert callable(getattr(nd, name)) and callable(getattr(sym, name))
     assert callable(mxrandom.seed) and mxrandom.uniform is nd.random.uniform
+
+
+def test_no_gradient_flows_through_samples():
+    """MXNet's sampling operators pass zero gradients to their parameter arrays."""
+    mu, sigma = sym.var("mu"), sym.var("sigma")
+    y = sym.MakeLoss(sym.sum(sym.random.normal(mu, sigma, shape=(3,))) + sym.sum(mu * 2))
+    ex = y.simple_bind(mx.cpu(), mu=(2,), sigma=(2,))
+    ex.arg_dict["mu"][:] = 1
+    ex.arg_dict["sigma"][:] = 1
+    ex.forward(is_train=True)
+    ex.backward()
+    np.testing.assert_array_equal(ex.grad_dict["mu"].asnumpy(), [2.0, 2.0])
+    np.testing.assert_array_equal(ex.grad_dict["sigma"].asnumpy(), [0.0, 0.0])

@@ -152,3 +152,13 @@ def test_values_do_not_depend_on_the_thread_count():
         compiler.set_num_threads(before)
     for a, b in zip(*outs):
         np.testing.assert_array_equal(a, b)
+
+
+def test_out_of_domain_array_parameters_give_nan_not_a_hang():
+    inf, nan = float("inf"), float("nan")
+    g = nd.random.gamma(nd.array([inf, nan, -1.0, 0.0]), nd.array([1.0] * 4), shape=2).asnumpy()
+    np.testing.assert_array_equal(g, [[inf, inf], [nan, nan], [nan, nan], [0, 0]])
+    p = nd.random.poisson(nd.array([inf, nan, -1.0, 0.0]), shape=2).asnumpy()
+    np.testing.assert_array_equal(p, [[inf, inf], [nan, nan], [nan, nan], [0, 0]])
+    nb = nd.random.negative_binomial(nd.array([2.0, 2.0]), nd.array([0.0, 1.0]), shape=2)
+    np.testing.assert_array_equal(nb.asnumpy(), [[inf, inf], [0, 0]])
