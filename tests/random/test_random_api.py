@@ -169,3 +169,22 @@ def test_no_gradient_flows_through_samples():
     ex.backward()
     np.testing.assert_array_equal(ex.grad_dict["mu"].asnumpy(), [2.0, 2.0])
     np.testing.assert_array_equal(ex.grad_dict["sigma"].asnumpy(), [0.0, 0.0])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_multinomial_log_probability_gradient(dtype):
+    """d/dp of the get_prob output: ograd / p[t] summed at each sampled category t (MXNet's
+    _backward_sample_multinomial); the samples output carries no gradient."""
+    probs = np.array([[0.2, 0.3, 0.5], [0.5, 0.25, 0.25]], dtype)
+    ograd = np.arange(1, 9, dtype=dtype).reshape(2, 4)
+    net = sym.random.multinomial(sym.var("p"), shape=(4,), get_prob=True)
+    ex = net.bind(mx.cpu(), {"p": nd.array(probs, dtype=dtype)},
+                  args_grad={"p": nd.full((2, 3), 7.0, dtype=dtype)}, grad_req="write")
+    samples, _ = ex.forward(is_train=True)
+    s = samples.asnumpy()
+    ex.backward([nd.zeros((2, 4), dtype=dtype), nd.array(ograd, dtype=dtype)])
+    want = np.zeros_like(probs)
+    for r in range(2):
+        for j in range(4):
+            want[r, s[r, j]] += ograd[r, j] / probs[r, s[r, j]]
+    np.testing.assert_allclose(ex.grad_dict["p"].asnumpy(), want, rtol=1e-6)
