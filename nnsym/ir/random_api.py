@@ -69,7 +69,9 @@ def make_random_namespace(package: str, functions: dict[str, Any], array_type: t
             kw["shape"] = shape
         if not imperative:
             return functions[rand_op](**kw)
-        if out is not None:
+        if out is None:
+            kw.setdefault("shape", (1,))  # MXNet's wrapper: one sample
+        else:
             kw.setdefault("shape", out.shape)
             kw.setdefault("dtype", out.dtype)
             if _on_host(out):

@@ -12,6 +12,7 @@ import pytest
 
 import nnsym as mx
 from nnsym import nd, sym
+from nnsym.errors import DTypeError
 
 GOLDEN = json.loads((Path(__file__).parent / "golden" / "random_symbols.json").read_text())
 
@@ -38,6 +39,7 @@ def build_all() -> dict:
         "shuffle": lambda: S.shuffle(data),
         "uniform_like": lambda: S.uniform_like(data, low=1.0, high=2.0),
         "gamma_like": lambda: S.gamma_like(data, alpha=2.0, beta=1.0),
+        "uniform_noshape": lambda: S.uniform() + data,
     }
     with sym.NameManager():
         return {k: f() for k, f in calls.items()}
@@ -75,3 +77,11 @@ def test_mxnet_json_loads_infers_and_runs(name):
     for o, shp, dt in zip(outs, ref["out_shapes"], ref["out_dtypes"]):
         assert o.shape == tuple(shp) and o.dtype == np.dtype(dt)
         assert np.isfinite(o.asnumpy().astype(np.float64)).all()
+
+
+def test_dtype_none_is_float32_as_mxnet():
+    """MXNet fixes a sampler's output at float32 when dtype is not given: adding a float64
+    variable is a dtype conflict there and here."""
+    s = sym.random.uniform() + sym.var("x", dtype="float64")
+    with pytest.raises(DTypeError, match="float32"):
+        s.infer_type()

@@ -41,6 +41,8 @@ def cases() -> dict[str, tuple[object, dict[str, tuple[int, ...]]]]:
                          {"data": (3, 2)}),
         "gamma_like": (S.random.gamma_like(data, alpha=2.0, beta=1.0),
                        {"data": (2,)}),
+        # no shape: inferred from the consumer
+        "uniform_noshape": (S.random.uniform() + data, {"data": (2, 3)}),
     }
 
 
