@@ -4,6 +4,7 @@ sampler calls the ``_random_<dist>`` operator when its distribution parameters a
 
 from __future__ import annotations
 
+import inspect
 import numbers
 import types
 from collections.abc import Callable
@@ -107,6 +108,12 @@ def make_random_namespace(package: str, functions: dict[str, Any], array_type: t
 
         fn.__name__ = fn.__qualname__ = name
         fn.__module__ = mod.__name__
+        P = inspect.Parameter
+        sig = [P(n, P.POSITIONAL_OR_KEYWORD, default=P.empty if d is _NULL else d) for n, d in spec]
+        extra_names = ("shape", "dtype", "ctx", "out") if imperative else ("shape", "dtype")
+        sig += [P(n, P.POSITIONAL_OR_KEYWORD, default=None) for n in extra_names]
+        sig.append(P("kwargs", P.VAR_KEYWORD))
+        fn.__signature__ = inspect.Signature(sig)  # type: ignore[attr-defined]
         fn.__doc__ = (f"Samples of the {name.replace('_', ' ')} distribution: "
                       f"{SAMPLERS[name][0]} for numbers, {SAMPLERS[name][1]} for arrays.")
         return fn

@@ -188,3 +188,18 @@ def test_multinomial_log_probability_gradient(dtype):
         for j in range(4):
             want[r, s[r, j]] += ograd[r, j] / probs[r, s[r, j]]
     np.testing.assert_allclose(ex.grad_dict["p"].asnumpy(), want, rtol=1e-6)
+
+
+def test_sampler_signatures_are_mxnets():
+    import inspect
+
+    assert str(inspect.signature(nd.random.uniform)) == (
+        "(low=0, high=1, shape=None, dtype=None, ctx=None, out=None, **kwargs)")
+    assert str(inspect.signature(sym.random.gamma)) == (
+        "(alpha=1, beta=1, shape=None, dtype=None, **kwargs)")
+    assert list(inspect.signature(nd.random.randint).parameters)[:2] == ["low", "high"]
+    with pytest.raises(RandomArgumentError, match="needs \\['high'\\]"):
+        nd.random.randint(3)
+    # positional shape and dtype, as MXNet's
+    v = nd.random.normal(0, 1, (2, 2), "float64")
+    assert v.shape == (2, 2) and v.dtype == np.float64
