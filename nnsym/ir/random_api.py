@@ -10,6 +10,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from nnsym.context import current_context
 from nnsym.errors import RandomArgumentError
 from nnsym.ir.opdef import OpDef, get_op
 
@@ -36,10 +37,13 @@ LIKE = ("uniform", "normal", "gamma", "exponential", "poisson", "negative_binomi
 
 
 def make_random_namespace(package: str, functions: dict[str, Any], array_type: type,
-                          imperative: bool, make: Callable[[OpDef, str], Any]) -> types.ModuleType:
+                          imperative: bool, make: Callable[[OpDef, str], Any],
+                          on_device: Callable[[str, Any, dict[str, Any], Any], Any] | None = None,
+                          ) -> types.ModuleType:
     """The ``random`` module of ``package`` over its operator ``functions``; ``imperative``
     adds MXNet's NDArray-only arguments (``ctx``, ``out``). ``make(op, name)`` makes the
-    ``<dist>_like`` functions (named so, as MXNet's, which also gives the symbol naming hint)."""
+    ``<dist>_like`` functions (named so, as MXNet's, which also gives the symbol naming hint).
+    ``on_device(op name, ctx, params, out)`` runs a parameter-less sampler on a gpu context."""
     mod = types.ModuleType(f"{package}.random", "Random sampling (MXNet's random namespace).")
 
     def is_num(v: Any) -> bool:
@@ -72,11 +76,17 @@ def make_random_namespace(package: str, functions: dict[str, Any], array_type: t
             return functions[rand_op](**kw)
         if out is None:
             kw.setdefault("shape", (1,))  # MXNet's wrapper: one sample
+            if ctx is None:
+                ctx = current_context()
+            if on_device is not None and not _on_host(ctx):
+                return on_device(rand_op, ctx, kw, None)
         else:
             kw.setdefault("shape", out.shape)
             kw.setdefault("dtype", out.dtype)
             if _on_host(out):
                 return functions[rand_op](out=out, **kw)
+            if on_device is not None:
+                return on_device(rand_op, out.context, kw, out)
         return _deliver(functions[rand_op](**kw), ctx, out)
 
     def sampler(name: str) -> Callable[..., Any]:
@@ -157,7 +167,9 @@ def make_random_namespace(package: str, functions: dict[str, Any], array_type: t
 
 
 def _on_host(a: Any) -> bool:
-    return getattr(getattr(a, "context", None), "device_type", "cpu") == "cpu"
+    """Whether an array (or a context; None: the default, the host) is on the host."""
+    ctx = getattr(a, "context", a)
+    return getattr(ctx, "device_type", "cpu") == "cpu"
 
 
 def _deliver(res: Any, ctx: Any, out: Any) -> Any:

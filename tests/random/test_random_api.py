@@ -3,6 +3,8 @@ sample_* operators, symbols that bind and round-trip."""
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -191,8 +193,6 @@ def test_multinomial_log_probability_gradient(dtype):
 
 
 def test_sampler_signatures_are_mxnets():
-    import inspect
-
     assert str(inspect.signature(nd.random.uniform)) == (
         "(low=0, high=1, shape=None, dtype=None, ctx=None, out=None, **kwargs)")
     assert str(inspect.signature(sym.random.gamma)) == (

@@ -68,10 +68,16 @@ def test_bound_random_symbols_on_gpu_match_the_cpu(device):
 def test_scalar_forms_deliver_to_the_gpu_context_and_out(device):
     g = nnsym.gpu()
     mxrandom.seed(23)
-    a = nd.random.uniform(shape=(3, 4), ctx=g)
+    a = nd.random.gamma(0.5, 2.0, shape=(3, 4), ctx=g)  # the CUDA kernel, on the device
     assert a.context == g and a.shape == (3, 4)
     out = nd.zeros((3, 4), ctx=g)
     mxrandom.seed(23)
-    res = nd.random.uniform(out=out)
+    res = nd.random.gamma(0.5, 2.0, out=out)
     assert res is out
     np.testing.assert_array_equal(out.asnumpy(), a.asnumpy())
+    mxrandom.seed(23)
+    with g:  # the default context, as MXNet's current_context()
+        b = nd.random.gamma(0.5, 2.0, shape=(3, 4))
+    assert b.context == g
+    mxrandom.seed(23)
+    _same(a.asnumpy(), nd.random.gamma(0.5, 2.0, shape=(3, 4)).asnumpy(), device)
