@@ -4,12 +4,15 @@ sampler calls the ``_random_<dist>`` operator when its distribution parameters a
 
 from __future__ import annotations
 
+import inspect
 import numbers
 import types
 from collections.abc import Callable
 from typing import Any
 
+from nnsym.context import current_context
 from nnsym.errors import RandomArgumentError
+from nnsym.ir.opdef import OpDef, get_op
 
 _NULL: Any = None  # MXNet's _Null: "not given" (the operator's default)
 
@@ -34,9 +37,13 @@ LIKE = ("uniform", "normal", "gamma", "exponential", "poisson", "negative_binomi
 
 
 def make_random_namespace(package: str, functions: dict[str, Any], array_type: type,
-                          imperative: bool) -> types.ModuleType:
+                          imperative: bool, make: Callable[[OpDef, str], Any],
+                          on_device: Callable[[str, Any, dict[str, Any], Any], Any] | None = None,
+                          ) -> types.ModuleType:
     """The ``random`` module of ``package`` over its operator ``functions``; ``imperative``
-    adds MXNet's NDArray-only arguments (``ctx``, ``out``)."""
+    adds MXNet's NDArray-only arguments (``ctx``, ``out``). ``make(op, name)`` makes the
+    ``<dist>_like`` functions (named so, as MXNet's, which also gives the symbol naming hint).
+    ``on_device(op name, ctx, params, out)`` runs a parameter-less sampler on a gpu context."""
     mod = types.ModuleType(f"{package}.random", "Random sampling (MXNet's random namespace).")
 
     def is_num(v: Any) -> bool:
@@ -67,11 +74,19 @@ def make_random_namespace(package: str, functions: dict[str, Any], array_type: t
             kw["shape"] = shape
         if not imperative:
             return functions[rand_op](**kw)
-        if out is not None:
+        if out is None:
+            kw.setdefault("shape", (1,))  # MXNet's wrapper: one sample
+            if ctx is None:
+                ctx = current_context()
+            if on_device is not None and not _on_host(ctx):
+                return on_device(rand_op, ctx, kw, None)
+        else:
             kw.setdefault("shape", out.shape)
             kw.setdefault("dtype", out.dtype)
             if _on_host(out):
                 return functions[rand_op](out=out, **kw)
+            if on_device is not None:
+                return on_device(rand_op, out.context, kw, out)
         return _deliver(functions[rand_op](**kw), ctx, out)
 
     def sampler(name: str) -> Callable[..., Any]:
@@ -103,6 +118,12 @@ def make_random_namespace(package: str, functions: dict[str, Any], array_type: t
 
         fn.__name__ = fn.__qualname__ = name
         fn.__module__ = mod.__name__
+        P = inspect.Parameter
+        sig = [P(n, P.POSITIONAL_OR_KEYWORD, default=P.empty if d is _NULL else d) for n, d in spec]
+        extra_names = ("shape", "dtype", "ctx", "out") if imperative else ("shape", "dtype")
+        sig += [P(n, P.POSITIONAL_OR_KEYWORD, default=None) for n in extra_names]
+        sig.append(P("kwargs", P.VAR_KEYWORD))
+        fn.__signature__ = inspect.Signature(sig)  # type: ignore[attr-defined]
         fn.__doc__ = (f"Samples of the {name.replace('_', ' ')} distribution: "
                       f"{SAMPLERS[name][0]} for numbers, {SAMPLERS[name][1]} for arrays.")
         return fn
@@ -137,7 +158,8 @@ def make_random_namespace(package: str, functions: dict[str, Any], array_type: t
         f.__module__ = mod.__name__
         setattr(mod, f.__name__, f)
     for n in LIKE:
-        like = functions[f"_random_{n}_like"]
+        like = make(get_op(f"_random_{n}_like"), f"{n}_like")
+        like.__module__ = mod.__name__
         setattr(mod, f"{n}_like", like)
     mod.__all__ = [*SAMPLERS, "randn", "multinomial", "shuffle",  # type: ignore[attr-defined]
                    *(f"{n}_like" for n in LIKE)]
@@ -145,7 +167,9 @@ def make_random_namespace(package: str, functions: dict[str, Any], array_type: t
 
 
 def _on_host(a: Any) -> bool:
-    return getattr(getattr(a, "context", None), "device_type", "cpu") == "cpu"
+    """Whether an array (or a context; None: the default, the host) is on the host."""
+    ctx = getattr(a, "context", a)
+    return getattr(ctx, "device_type", "cpu") == "cpu"
 
 
 def _deliver(res: Any, ctx: Any, out: Any) -> Any:

@@ -726,8 +726,10 @@ def _plan(op: OpDef, raw: tuple[tuple[str, Any], ...], shapes: tuple[tuple[int, 
 
 
 def invoke_gpu(op: OpDef, inputs: Sequence[NDArray], params: dict[str, Any],
-               out: NDArray | Sequence[NDArray] | None = None) -> list[NDArray]:
-    """Run ``op`` on gpu arrays: the CPU lowering's launches as CUDA kernels."""
+               out: NDArray | Sequence[NDArray] | None = None,
+               ctx: Context | None = None) -> list[NDArray]:
+    """Run ``op`` on gpu arrays: the CPU lowering's launches as CUDA kernels (on ``ctx``, default
+    gpu(0), for an operator without inputs such as a sampler)."""
     for i, a in enumerate(inputs):
         if not isinstance(a, NDArray):
             raise TypeError(f"{op.name}: input {i} is a {type(a).__name__}, not an NDArray")
@@ -736,7 +738,7 @@ def invoke_gpu(op: OpDef, inputs: Sequence[NDArray], params: dict[str, Any],
         raise ContextError(
             f"operator {op.name}: inputs are on different devices "
             f"({', '.join(str(a._ctx) for a in inputs)}); move them with as_in_context first")
-    ctx = next(iter(ctxs)) if ctxs else Context("gpu", 0)
+    ctx = next(iter(ctxs)) if ctxs else (ctx or Context("gpu", 0))
     shapes = tuple(a.shape for a in inputs)
     dtypes = tuple(np.dtype(a.dtype) for a in inputs)
     out_s, out_t, low, n_vis = _plan(op, _freeze(params), shapes, dtypes)

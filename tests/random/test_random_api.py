@@ -3,6 +3,8 @@ sample_* operators, symbols that bind and round-trip."""
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -156,3 +158,60 @@ def test_namespaces_have_mxnet_names():
                  "sample_multinomial", "shuffle", "_random_uniform_like", "sample_gamma"):
         assert callable(getattr(nd, name)) and callable(getattr(sym, name))
     assert callable(mxrandom.seed) and mxrandom.uniform is nd.random.uniform
+
+
+def test_no_gradient_flows_through_samples():
+    """MXNet's sampling operators pass zero gradients to their parameter arrays."""
+    mu, sigma = sym.var("mu"), sym.var("sigma")
+    y = sym.MakeLoss(sym.sum(sym.random.normal(mu, sigma, shape=(3,))) + sym.sum(mu * 2))
+    ex = y.simple_bind(mx.cpu(), mu=(2,), sigma=(2,))
+    ex.arg_dict["mu"][:] = 1
+    ex.arg_dict["sigma"][:] = 1
+    ex.forward(is_train=True)
+    ex.backward()
+    np.testing.assert_array_equal(ex.grad_dict["mu"].asnumpy(), [2.0, 2.0])
+    np.testing.assert_array_equal(ex.grad_dict["sigma"].asnumpy(), [0.0, 0.0])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_multinomial_log_probability_gradient(dtype):
+    """d/dp of the get_prob output: ograd / p[t] summed at each sampled category t (MXNet's
+    _backward_sample_multinomial); the samples output carries no gradient."""
+    probs = np.array([[0.2, 0.3, 0.5], [0.5, 0.25, 0.25]], dtype)
+    ograd = np.arange(1, 9, dtype=dtype).reshape(2, 4)
+    net = sym.random.multinomial(sym.var("p"), shape=(4,), get_prob=True)
+    ex = net.bind(mx.cpu(), {"p": nd.array(probs, dtype=dtype)},
+                  args_grad={"p": nd.full((2, 3), 7.0, dtype=dtype)}, grad_req="write")
+    samples, _ = ex.forward(is_train=True)
+    s = samples.asnumpy()
+    ex.backward([nd.zeros((2, 4), dtype=dtype), nd.array(ograd, dtype=dtype)])
+    want = np.zeros_like(probs)
+    for r in range(2):
+        for j in range(4):
+            want[r, s[r, j]] += ograd[r, j] / probs[r, s[r, j]]
+    np.testing.assert_allclose(ex.grad_dict["p"].asnumpy(), want, rtol=1e-6)
+
+
+def test_sampler_signatures_are_mxnets():
+    assert str(inspect.signature(nd.random.uniform)) == (
+        "(low=0, high=1, shape=None, dtype=None, ctx=None, out=None, **kwargs)")
+    assert str(inspect.signature(sym.random.gamma)) == (
+        "(alpha=1, beta=1, shape=None, dtype=None, **kwargs)")
+    assert list(inspect.signature(nd.random.randint).parameters)[:2] == ["low", "high"]
+    with pytest.raises(RandomArgumentError, match="needs \\['high'\\]"):
+        nd.random.randint(3)
+    # positional shape and dtype, as MXNet's
+    v = nd.random.normal(0, 1, (2, 2), "float64")
+    assert v.shape == (2, 2) and v.dtype == np.float64
+
+
+def test_seed_reproduces_rrelu_slopes():
+    """RReLU's training slopes come from the same seed source."""
+    net = sym.LeakyReLU(sym.var("x"), act_type="rrelu")
+    ex = net.bind(mx.cpu(), {"x": nd.full((8, 16), -1.0)})
+    mxrandom.seed(31)
+    a = ex.forward(is_train=True)[0].asnumpy().copy()
+    b = ex.forward(is_train=True)[0].asnumpy().copy()
+    mxrandom.seed(31)
+    np.testing.assert_array_equal(ex.forward(is_train=True)[0].asnumpy(), a)
+    assert (a != b).any() and ((-a >= 0.125) & (-a <= 0.334)).all()

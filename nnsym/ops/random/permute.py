@@ -8,10 +8,11 @@ from typing import Any
 
 import numpy as np
 
+from nnsym.ir.graph import Entry, Node
 from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, elemwise_shape, register
 from nnsym.ir.params import NoParams, Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
-from nnsym.ops.common.grad import no_gradient
+from nnsym.ops.common.grad import backward_node, no_gradient
 from nnsym.ops.common.rng import next_seed
 
 MULTINOMIAL_DTYPES = ("float16", "float32", "float64", "int32", "uint8")
@@ -29,7 +30,7 @@ class MultinomialParams(Params):
 
 
 def multinomial_outputs(p: MultinomialParams) -> tuple[str, ...]:
-    return ("output", "prob") if p.get_prob else ("output",)
+    return ("output0", "output1") if p.get_prob else ("output",)  # MXNet's default names
 
 
 def _multinomial_out(data: tuple[int, ...], p: MultinomialParams) -> tuple[int, ...]:
@@ -84,6 +85,52 @@ def multinomial_lowering(call: KernelCall) -> Lowered:
     return Lowered((Launch(spec, ia=(n, k, size(p.shape)), fa=(0.0,), seed_slot=0),))
 
 
+def multinomial_backward_lowering(call: KernelCall) -> Lowered:
+    data = call.in_shapes[1]
+    k = data[-1] if data else 1
+    rows = size(data) // k if k else 0
+    per = size(call.in_shapes[0]) // rows if rows else 0
+    spec = KernelSpec.make("random/multinomial_backward.c.j2", dtype=call.in_dtypes[1].name,
+                           sdtype=call.in_dtypes[2].name, req=call.req)
+    return Lowered((Launch(spec, ia=(rows, k, per)),))
+
+
+def multinomial_backward_reference(p: MultinomialParams, og: np.ndarray, data: np.ndarray,
+                                   samples: np.ndarray) -> np.ndarray:
+    k = data.shape[-1]
+    x = data.reshape(-1, k)
+    g = np.zeros_like(x)
+    idx = np.clip(samples.reshape(x.shape[0], -1).astype(np.int64), 0, k - 1)
+    contrib = og.reshape(x.shape[0], -1) / np.take_along_axis(x, idx, axis=1)
+    for r in range(x.shape[0]):
+        np.add.at(g[r], idx[r], contrib[r].astype(g.dtype))
+    return g.reshape(data.shape)
+
+
+BACKWARD_SAMPLE_MULTINOMIAL = register(OpDef(
+    name="_backward_sample_multinomial",
+    params=MultinomialParams,
+    inputs=("ograd", "data", "samples"),
+    outputs=("data_grad",),
+    infer_shape=lambda p, ins, outs: (list(ins), [ins[1] or outs[0]]),
+    infer_type=lambda p, ins, outs: (list(ins), [ins[1] or outs[0]]),
+    reference=multinomial_backward_reference,
+    kernels={DENSE: Kernel(multinomial_backward_lowering)},
+    differentiable=False,
+    doc="Gradient of sample_multinomial's log-probabilities w.r.t. the probabilities.",
+))
+
+
+def multinomial_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
+    """Only the log-probabilities (get_prob) carry a gradient: d log p[t] / d p[t] = 1 / p[t]
+    at each sampled category t, as MXNet's; the samples carry none."""
+    if not node.params.get_prob or ograds[1] is None:
+        return [None]
+    b = backward_node(BACKWARD_SAMPLE_MULTINOMIAL, node,
+                      [ograds[1], node.inputs[0], Entry(node, 0)])
+    return [Entry(b, 0)]
+
+
 SAMPLE_MULTINOMIAL = register(OpDef(
     name="_sample_multinomial",
     params=MultinomialParams,
@@ -93,8 +140,8 @@ SAMPLE_MULTINOMIAL = register(OpDef(
     infer_type=multinomial_type,
     reference=multinomial_reference,
     kernels={DENSE: Kernel(multinomial_lowering)},
-    grad=no_gradient,
-    differentiable=False,
+    grad=multinomial_grad,
+    differentiable=False,  # random: not checked by central differences (tests/random checks it)
     random=True,
     aliases=("sample_multinomial",),
     doc="Categories drawn from each row of probabilities (the last axis; rows sum to 1).",

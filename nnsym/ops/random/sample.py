@@ -110,7 +110,7 @@ class RandintDist(Params):
 
 @dataclass(frozen=True, kw_only=True)
 class ScalarForm(Params):
-    shape: tuple[int, ...] = field(default=(), doc="Output shape (empty: (1,)).")
+    shape: tuple[int, ...] = field(default=(), doc="Output shape (empty: inferred from the graph).")
     ctx: str = field(default="", doc="Context of the output (imperative calls only).")
     dtype: str | None = field(
         default=None, kind="dtype", choices=FLOAT_DTYPES,
@@ -203,14 +203,16 @@ def _out_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def scalar_shape(p: Any, ins: list, outs: list) -> tuple[list, list]:
-    return list(ins), [_out_shape(p.shape)]
+    """``shape``, or (as MXNet) nothing without one: the graph may fill it from a consumer (the
+    ``random`` namespaces' imperative samplers pass (1,) when neither shape nor out is given)."""
+    return list(ins), [tuple(p.shape) if p.shape else outs[0]]
 
 
 def scalar_type(default: str) -> Callable[[Any, list, list], tuple[list, list]]:
+    """``dtype``, or ``default`` when None, as MXNet (not taken from the graph)."""
+
     def rule(p: Any, ins: list, outs: list) -> tuple[list, list]:
-        if p.dtype is not None:
-            return list(ins), [np.dtype(p.dtype)]
-        return list(ins), [outs[0] if outs[0] is not None else np.dtype(default)]
+        return list(ins), [np.dtype(p.dtype or default)]
 
     return rule
 
@@ -252,8 +254,8 @@ def _rng() -> np.random.Generator:
 def scalar_reference(d: Dist) -> Callable[..., np.ndarray]:
     def ref(p: Any, *data: np.ndarray) -> np.ndarray:
         shape = data[0].shape if data else _out_shape(p.shape)
-        dt = data[0].dtype if data else np.dtype(p.dtype or ("int32" if d.like is False
-                                                           else "float32"))
+        default = "int32" if d.dist is RandintDist else "float32"
+        dt = data[0].dtype if data else np.dtype(p.dtype or default)
         a, b = (getattr(p, s) for s in (*d.scalars, d.scalars[0])[:2])
         return np.asarray(d.sampler(_rng(), a, b, shape)).astype(dt)
 
