@@ -15,6 +15,7 @@ from nnsym import (
     monitor,
     ndarray,
     optimizer,
+    random,
     symbol,
     test_utils,
     visualization,
@@ -36,6 +37,7 @@ viz = visualization
 init = initializer
 mod = module
 kv = kvstore
+rnd = random
 
 __version__ = "0.1.0"
 
@@ -67,6 +69,8 @@ __all__ = [
     "nd",
     "ndarray",
     "optimizer",
+    "random",
+    "rnd",
     "sym",
     "symbol",
     "test_utils",
