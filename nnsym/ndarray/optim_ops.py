@@ -70,7 +70,7 @@ def _kernel_path(weight: np.ndarray, states: tuple[np.ndarray, ...], grad: NDArr
                  lazy: bool) -> tuple[Any, np.ndarray, np.ndarray | None] | None:
     """(``nnsym.ops.optim.kernels``, gradient values, gradient rows or None) where the C kernels
     serve this update, else None. Shapes are checked here as on the numpy path."""
-    if (compiler.backend() != "c" or weight.dtype.name not in optim.DTYPES
+    if (compiler.backend() != "c" or weight.dtype not in optim.DTYPE_SET
             or not all(a.flags.c_contiguous and a.flags.writeable for a in (weight, *states))
             or any(a.dtype != weight.dtype for a in states)):
         return None

@@ -24,6 +24,7 @@ adam update every row, absent rows with gradient 0. adagrad is lazy only.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,8 @@ from nnsym.ir import native
 from nnsym.ir.spec import ctype
 
 DTYPES = ("float32", "float64")
+# The same, as numpy dtypes (a set lookup; ``dtype.name`` is slow Python in numpy 2).
+DTYPE_SET = frozenset(np.dtype(d) for d in DTYPES)
 _SGD, _SGD_MOM, _ADAM, _ADAGRAD = 0, 1, 2, 3
 # The ops of optim_elem.j2, numbered after the four above (the template's EXT_OPS order), with
 # their state counts and the names of their scalar slots p0..p6 (see optim_elem.j2).
@@ -71,10 +74,15 @@ def _kernel(dtype: str) -> tuple[Any, str]:
     return getattr(lib, f"nnsym_spopt_update_{dtype}"), f"{ct} *"
 
 
+@functools.cache
+def _kernel_of(dtype: np.dtype) -> tuple[Any, str]:
+    return _kernel(dtype.name)
+
+
 def _check_dense(name: str, a: np.ndarray, like: np.ndarray | None, writable: bool) -> None:
     if not isinstance(a, np.ndarray):
         raise TypeError(f"{name} must be a numpy array, not {type(a).__name__}")
-    if a.dtype.name not in DTYPES:
+    if a.dtype not in DTYPE_SET:
         raise TypeError(f"{name}: optimizer updates support {', '.join(DTYPES)}, not {a.dtype}")
     if not a.flags.c_contiguous:
         raise ValueError(f"{name} must be C-contiguous")
@@ -94,7 +102,7 @@ def _run(op: int, weight: np.ndarray, grad: np.ndarray, grad_indices: np.ndarray
         if s is not None:
             _check_dense(f"state {i}", s, weight, True)
     rows = int(weight.shape[0]) if weight.ndim else 1
-    length = int(np.prod(weight.shape[1:], dtype=np.int64)) if weight.ndim else 1
+    length = math.prod(weight.shape[1:]) if weight.ndim else 1
     if grad_indices is None:
         _check_dense("grad", grad, weight, False)
         k = 0
@@ -113,7 +121,7 @@ def _run(op: int, weight: np.ndarray, grad: np.ndarray, grad_indices: np.ndarray
         if k and (int(grad_indices[0]) < 0 or int(grad_indices[-1]) >= rows):
             raise ValueError(f"row_sparse gradient row ids outside [0, {rows})")
         gidx = native.loader().ptr(grad_indices, "int64_t *")
-    fn, pt = _kernel(weight.dtype.name)
+    fn, pt = _kernel_of(weight.dtype)
     ld = native.loader()
     sp = [ld.NULL if a is None else ld.ptr(a, pt) for a in states]
     sp += [ld.NULL] * (3 - len(states))
@@ -233,7 +241,7 @@ def group_adagrad_update(weight: np.ndarray, grad: np.ndarray, history: np.ndarr
     if rows == 0 or length == 0:
         return
     ld = native.loader()
-    fn, pt = _kernel(weight.dtype.name)
+    fn, pt = _kernel_of(weight.dtype)
     if grad_indices is None:
         _check_dense("grad", grad, weight, False)
         k, gidx = 0, ld.NULL
