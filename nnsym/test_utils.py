@@ -894,9 +894,10 @@ def check_numeric_gradient(sym: Any, location: Any, aux_states: Any = None,
 
     ``grad_nodes``: names (grad_req 'write') or a name -> grad_req dict; by default every
     floating argument. Both the symbolic and the finite-difference forwards run with
-    ``is_train=use_forward_train`` (MXNet always trains the symbolic one). ``dtype=None`` (nnsym's default) evaluates both sides in float64 with
-    rtol 1e-5 and atol 1e-6 * max(1, max|numeric|); an explicit float16/32/64 holds every
-    argument in that dtype and takes MXNet's tolerances and step for it.
+    ``is_train=use_forward_train`` (MXNet always trains the symbolic one). ``dtype=None``
+    (nnsym's default) evaluates both sides in float64 with rtol 1e-5 and atol
+    1e-6 * max(1, max|numeric|); an explicit float16/32/64 holds every argument in that dtype
+    and takes MXNet's tolerances and step for it.
     """
     ctx = ctx or default_context()
     if dtype is not None:
