@@ -891,7 +891,7 @@ def check_numeric_gradient(sym: Any, location: Any, aux_states: Any = None,
                            atol: Any = None, grad_nodes: Any = None,
                            use_forward_train: bool = True, ctx: Context | None = None,
                            grad_stype_dict: Mapping[str, str] | None = None,
-                           dtype: Any = None, seed: int = 0) -> None:
+                           dtype: Any = None, *, seed: int = 0) -> None:
     """The executor's gradients equal central differences of ``sum_i <out_i, head_i>``
     (random heads, seeded by ``seed``).
 

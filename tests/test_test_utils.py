@@ -527,3 +527,34 @@ def test_doc_has_blocks():
 def test_doc_block_runs(index, capsys):
     code = compile(DOC_BLOCKS[index], f"{DOC.name}[block {index}]", "exec")
     exec(code, {"__name__": f"docs_test_utils_{index}"})
+
+
+# MXNet's helpers that need a GPU, a download or Gluon; nnsym leaves them out on purpose
+NOT_PROVIDED = {"check_gluon_hybridize_consistency", "download", "download_model",
+                "get_bz2_data", "get_cifar10", "get_im2rec_path", "get_mnist",
+                "get_mnist_iterator", "get_mnist_pkl", "get_mnist_ubyte", "get_zip_data",
+                "list_gpus"}
+
+
+def _signature(fn):
+    import inspect
+
+    return [[p.name, p.kind.name, None if p.default is p.empty else repr(p.default)]
+            for p in inspect.signature(fn).parameters.values()]
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN["signatures"]))
+def test_signature_is_mxnets(name):
+    if name in NOT_PROVIDED:
+        assert not hasattr(tu, name)
+        assert name in tu.__doc__  # listed as not provided
+        return
+    mine, theirs = _signature(getattr(tu, name)), GOLDEN["signatures"][name]
+    if name == "check_numeric_gradient":
+        # documented deviation: dtype=None means float64 evaluation; seed is keyword-only
+        assert theirs[-1] == ["dtype", "POSITIONAL_OR_KEYWORD", "<class 'numpy.float32'>"]
+        assert mine[:-2] == theirs[:-1]
+        assert mine[-2:] == [["dtype", "POSITIONAL_OR_KEYWORD", "None"],
+                             ["seed", "KEYWORD_ONLY", "0"]]
+        return
+    assert mine == theirs

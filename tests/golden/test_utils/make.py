@@ -6,6 +6,7 @@ Run in the MXNet 1.9.1 reference environment (never imported by the tests):
     ~/mxref/bin/python tests/golden/test_utils/make.py [out.json]
 """
 
+import inspect
 import json
 import sys
 
@@ -94,6 +95,13 @@ def main():
                                           nsamples=1000)),
                         bool(tu.var_check(lambda n: np.random.normal(0.0, 3.0, n), 2.0,
                                           nsamples=1000))]
+    sigs = {}
+    for name, fn in sorted(vars(tu).items()):
+        if name.startswith("_") or not inspect.isfunction(fn) or fn.__module__ != tu.__name__:
+            continue
+        sigs[name] = [[p.name, p.kind.name, None if p.default is p.empty else repr(p.default)]
+                      for p in inspect.signature(fn).parameters.values()]
+    out["signatures"] = sigs
     out["mxnet_version"] = mx.__version__
     path = sys.argv[1] if len(sys.argv) > 1 else __file__.replace("make.py",
                                                                  "mxnet_test_utils.json")
