@@ -150,7 +150,7 @@ def random_uniform_arrays(*shapes: Any, **kwargs: Any) -> list[np.ndarray]:
 def random_sample(population: Sequence[Any], k: int) -> Any:
     """``k`` elements of ``population`` in random order, without replacement."""
     assert 0 <= k <= len(population), f"k={k} not in [0, {len(population)}]"
-    pool = list(population)
+    pool = np.array(population) if isinstance(population, np.ndarray) else list(population)
     np.random.shuffle(pool)
     return pool[:k]
 
@@ -382,38 +382,40 @@ def create_sparse_array_zd(shape: Any, stype: str, density: float, data_init: An
 
 
 def new_matrix_with_real_eigvals_2d(n: int) -> np.ndarray:
-    """A random n x n matrix Q D Q^-1 with real eigenvalues D in (-1, 1)."""
+    """A random n x n matrix ``Q^-1 D Q`` with real eigenvalues ``D`` in (-10, 10), where
+    ``Q`` (a Householder reflection times a diagonal) has 2-norm condition number < 3."""
     while True:
-        d = np.diag(np.random.uniform(-1.0, 1.0, n))
-        q = np.random.uniform(-1.0, 1.0, (n, n))
-        if abs(np.linalg.det(q)) > 1e-2:
-            return np.asarray(q @ d @ np.linalg.inv(q))
+        scale = np.diag(np.random.uniform(-1.0, 1.0, n))
+        v = np.random.uniform(-1.0, 1.0, n).reshape(n, 1)
+        v /= np.linalg.norm(v)
+        q = (np.eye(n) - 2 * (v @ v.T)) @ scale
+        if np.linalg.cond(q, 2) < 3:
+            break
+    eig = np.diag(np.random.uniform(-10.0, 10.0, n))
+    return np.asarray(np.linalg.inv(q) @ eig @ q)
 
 
 def new_matrix_with_real_eigvals_nd(shape: Any) -> np.ndarray:
-    n = int(np.prod(shape[:-2]))
+    n = int(np.prod(shape[:-2])) if len(shape) > 2 else 1
     mats = [new_matrix_with_real_eigvals_2d(shape[-1]) for _ in range(n)]
     return np.array(mats).reshape(shape)  # type: ignore[no-any-return]
 
 
 def new_orthonormal_matrix_2d(n: int) -> np.ndarray:
-    """A random n x n orthonormal matrix."""
-    while True:
-        a = np.random.uniform(-10.0, 10.0, (n, n))
-        if abs(np.linalg.det(a)) > 1e-2:
-            q, _ = np.linalg.qr(a)
-            return np.asarray(q)
+    """A random n x n orthonormal matrix (the Q of X^T X's QR decomposition, X normal)."""
+    x = np.random.randn(n, n)
+    return np.asarray(np.linalg.qr(x.T @ x)[0])
 
 
 def new_sym_matrix_with_real_eigvals_2d(n: int) -> np.ndarray:
-    """A random symmetric n x n matrix with eigenvalues in (-1, 1)."""
+    """A random symmetric n x n matrix ``Q^T D Q`` with eigenvalues ``D`` in (-10, 10)."""
     q = new_orthonormal_matrix_2d(n)
-    d = np.diag(np.random.uniform(-1.0, 1.0, n))
-    return np.asarray(q @ d @ q.T)
+    eig = np.diag(np.random.uniform(-10.0, 10.0, n))
+    return np.asarray(q.T @ eig @ q)
 
 
 def new_sym_matrix_with_real_eigvals_nd(shape: Any) -> np.ndarray:
-    n = int(np.prod(shape[:-2]))
+    n = int(np.prod(shape[:-2])) if len(shape) > 2 else 1
     mats = [new_sym_matrix_with_real_eigvals_2d(shape[-1]) for _ in range(n)]
     return np.array(mats).reshape(shape)  # type: ignore[no-any-return]
 
@@ -868,6 +870,8 @@ def _numeric_grad(exe: Any, location: Mapping[str, np.ndarray], aux_states: Any,
     for name in wrt:
         v = loc[name]
         if v.dtype.kind != "f":
+            if heads is None:  # MXNet's numeric_grad reports zeros for these
+                res[name] = np.zeros(v.shape, dtype)
             continue
         g = np.zeros(v.shape, np.float64)
         flat, work = v.reshape(-1), v.copy()

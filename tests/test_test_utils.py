@@ -362,10 +362,17 @@ def test_check_numeric_gradient_with_aux_states_and_sparse_grad():
 
 
 def test_numeric_grad_on_an_executor():
-    x = mx.sym.Variable("x")
+    x, i = mx.sym.Variable("x"), mx.sym.Variable("i")
     exe = (x * x).simple_bind(mx.cpu(), x=(3,), type_dict={"x": np.float64})
     g = tu.numeric_grad(exe, {"x": np.array([1.0, 2.0, 3.0])}, eps=1e-3, dtype=np.float64)
     np.testing.assert_allclose(g["x"], [2.0, 4.0, 6.0], rtol=1e-9)
+    # sum(take(x, i)): x[1] is taken twice; the integer input gets zeros
+    exe = mx.sym.take(x, i).simple_bind(mx.cpu(), x=(3,), i=(2,),
+                                        type_dict={"x": np.float64, "i": np.int32})
+    g = tu.numeric_grad(exe, {"x": np.array([1.0, 2.0, 3.0]), "i": np.array([1, 1], np.int32)},
+                        eps=1e-3, dtype=np.float64)
+    np.testing.assert_allclose(g["x"], [0.0, 2.0, 0.0], atol=1e-9)
+    assert g["i"].tolist() == [0.0, 0.0]
 
 
 def test_check_symbolic_forward_and_backward():
@@ -504,12 +511,17 @@ def test_dummy_iter_and_matrix_helpers():
     first = next(d)
     assert next(d) is first and d.next() is first and d.batch_size == 2
     np.testing.assert_array_equal(first.data[0].asnumpy(), [[0, 1], [2, 3]])
-    np.random.seed(0)
-    m = tu.new_matrix_with_real_eigvals_2d(4)
-    assert np.abs(np.linalg.eigvals(m).imag).max() < 1e-8
-    s = tu.new_sym_matrix_with_real_eigvals_nd((2, 3, 3))
-    np.testing.assert_allclose(s, np.swapaxes(s, -1, -2), atol=1e-12)
+    np.random.seed(6)
+    g = GOLDEN["matrices"]
+    m = tu.new_matrix_with_real_eigvals_nd((2, 3, 3))
+    np.testing.assert_allclose(m, g["real_eigvals_nd"], rtol=1e-10, atol=1e-12)
     q = tu.new_orthonormal_matrix_2d(3)
+    np.testing.assert_allclose(q, g["orthonormal"], rtol=1e-10, atol=1e-12)
+    s = tu.new_sym_matrix_with_real_eigvals_nd((2, 2, 2))
+    np.testing.assert_allclose(s, g["sym_real_eigvals_nd"], rtol=1e-10, atol=1e-12)
+    assert np.abs(np.linalg.eigvals(m).imag).max() < 1e-8
+    assert np.abs(np.linalg.eigvals(m).real).max() < 10
+    np.testing.assert_allclose(s, np.swapaxes(s, -1, -2), atol=1e-12)
     np.testing.assert_allclose(q @ q.T, np.eye(3), atol=1e-12)
     np.testing.assert_array_equal(tu.create_2d_tensor(3, 2).asnumpy(), [[0, 0], [1, 1], [2, 2]])
     np.testing.assert_array_equal(tu.get_identity_mat_batch(2).asnumpy(), [np.eye(2)] * 2)

@@ -95,6 +95,12 @@ def main():
                                           nsamples=1000)),
                         bool(tu.var_check(lambda n: np.random.normal(0.0, 3.0, n), 2.0,
                                           nsamples=1000))]
+    np.random.seed(6)
+    out["matrices"] = {
+        "real_eigvals_nd": tu.new_matrix_with_real_eigvals_nd((2, 3, 3)).tolist(),
+        "orthonormal": tu.new_orthonormal_matrix_2d(3).tolist(),
+        "sym_real_eigvals_nd": tu.new_sym_matrix_with_real_eigvals_nd((2, 2, 2)).tolist(),
+    }
     sigs = {}
     for name, fn in sorted(vars(tu).items()):
         if name.startswith("_") or not inspect.isfunction(fn) or fn.__module__ != tu.__name__:
