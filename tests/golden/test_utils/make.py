@@ -101,6 +101,12 @@ def main():
         "orthonormal": tu.new_orthonormal_matrix_2d(3).tolist(),
         "sym_real_eigvals_nd": tu.new_sym_matrix_with_real_eigvals_nd((2, 2, 2)).tolist(),
     }
+    np.random.seed(8)
+    fc = mx.sym.FullyConnected(mx.sym.Variable("data"), num_hidden=3, name="fc")
+    gt = tu.check_consistency(fc, [
+        {"ctx": mx.cpu(), "data": (2, 4), "type_dict": {"data": np.float64}},
+        {"ctx": mx.cpu(), "data": (2, 4), "type_dict": {"data": np.float32}}])
+    out["consistency"] = {k: v.asnumpy().tolist() for k, v in sorted(gt.items())}
     sigs = {}
     for name, fn in sorted(vars(tu).items()):
         if name.startswith("_") or not inspect.isfunction(fn) or fn.__module__ != tu.__name__:
