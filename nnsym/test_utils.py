@@ -498,18 +498,22 @@ def _index(flat: int, shape: tuple) -> tuple:
 def _mismatch_report(a: np.ndarray, b: np.ndarray, rtol: float, atol: float,
                      names: Sequence[str], equal_nan: bool, mismatches: Sequence[int],
                      bad: np.ndarray) -> str:
-    v = _violation(a, b, rtol, atol)
-    v = np.where(bad & ~(v > 0), np.inf, v)  # a NaN on one side: worst of all
-    v = np.where(bad, v, -1.0)
-    order = np.argsort(-v, axis=None, kind="stable")
-    n_bad = int(bad.sum())
+    raw = _violation(a, b, rtol, atol)
+    # rank NaN violations (NaN on one side) first, as np.argmax does; report them as NaN
+    rank = np.where(bad, np.where(np.isnan(raw), np.inf, raw), -1.0)
+    order = np.argsort(-rank, axis=None, kind="stable")
     worst = _index(int(order[0]), a.shape)
+    if a.ndim == 0:
+        head = f"Error {float(raw):f} exceeds tolerance rtol={rtol:e}, atol={atol:e}.\n"
+        with np.printoptions(threshold=4, suppress=True):
+            return npt.build_err_msg([a, b], err_msg=head, names=tuple(names))
+    n_bad = int(bad.sum())
     shown = n_bad if mismatches[1] <= 0 else min(n_bad, mismatches[1])
-    lines = [f"{k + 1:3d}: Error {float(v.flat[j]):f}  "
+    lines = [f"{k + 1:3d}: Error {float(raw.flat[j]):f}  "
              f"{locationError(a, b, _index(int(j), a.shape), names)}"
              for k, j in enumerate(order[:min(shown, max(mismatches[0], 0))])]
     pct = 100.0 * n_bad / max(a.size, 1)
-    head = (f"Error {float(v[worst]):f} exceeds tolerance rtol={rtol:e}, atol={atol:e} "
+    head = (f"Error {float(raw[worst]):f} exceeds tolerance rtol={rtol:e}, atol={atol:e} "
             f"(mismatch {pct:f}%).\n"
             f"{locationError(a, b, worst, names, maxError=True)}")
     listing = "\n".join(lines)

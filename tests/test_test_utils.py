@@ -86,6 +86,16 @@ def test_assert_almost_equal_message_names_the_worst_violation_like_mxnet():
     assert mine[5].startswith("  2: Error 32.258065  Location of error: (0, 1)")
 
 
+@pytest.mark.parametrize(("key", "a", "b", "lines"), [
+    ("assert_message_0d", np.array(1.0), np.array(2.0), 3),
+    ("assert_message_nan", np.array([1.0, np.nan, 3.0]), np.array([1.0, 2.0, 30.0]), 4),
+])
+def test_assert_almost_equal_message_for_scalars_and_nan_like_mxnet(key, a, b, lines):
+    with pytest.raises(AssertionError) as e:
+        tu.assert_almost_equal(a, b, names=("got", "want"))
+    assert str(e.value).splitlines()[:lines] == GOLDEN[key].splitlines()[:lines]
+
+
 def test_assert_almost_equal_mismatches_bounds_the_listing_and_nan_handling():
     a = np.arange(20.0)
     with pytest.raises(AssertionError) as e:

@@ -53,6 +53,10 @@ def main():
     out["assert_message"] = message(lambda: tu.assert_almost_equal(
         a, b, rtol=1e-3, atol=1e-3, names=("got", "want")))
 
+    out["assert_message_0d"] = message(lambda: tu.assert_almost_equal(
+        np.array(1.0), np.array(2.0), names=("got", "want")))
+    out["assert_message_nan"] = message(lambda: tu.assert_almost_equal(
+        np.array([1.0, np.nan, 3.0]), np.array([1.0, 2.0, 30.0]), names=("got", "want")))
     # which comparisons pass at default tolerances
     cases = []
     for dtype, delta in [("float16", 0.05), ("float16", 0.3), ("float32", 5e-4),
