@@ -511,6 +511,8 @@ def test_default_context_can_be_set():
     try:
         tu.set_default_context(mx.cpu(1))
         assert tu.default_context() == mx.cpu(1) == mx.current_context()
+        assert mx.nd.zeros((2,)).context == mx.cpu(1)
+        assert tu.rand_ndarray((2, 2), "row_sparse", density=1.0).context == mx.cpu(1)
         with mx.cpu(2):
             assert tu.default_context() == mx.cpu(2)
     finally:
