@@ -951,7 +951,8 @@ def check_numeric_gradient(sym: Any, location: Any, aux_states: Any = None,
                    or None)
     outs = exe.forward(is_train=use_forward_train)
     rng = np.random.default_rng(seed)
-    heads = [rng.standard_normal(o.shape) for o in outs]
+    # heads rounded to the output dtype, so backward and the differences see the same ones
+    heads = [rng.standard_normal(o.shape).astype(o.dtype).astype(np.float64) for o in outs]
     exe.backward([array(h, ctx=ctx, dtype=o.dtype) for h, o in zip(heads, outs)])
     sym_grads = {k: np.asarray(exe.grad_dict[k].asnumpy(), np.float64) for k in reqs}
     eval_dtype = np.float64 if dtype is None else dtype
