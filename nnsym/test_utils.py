@@ -244,13 +244,16 @@ def _uniform_csr(num_rows: int, num_cols: int, density: float, dtype: Any,
     import scipy.sparse as sps  # noqa: PLC0415  (scipy is only needed for sparse data)
 
     _validate_csr_inputs(num_rows, num_cols, density)
-    m = sps.random(num_rows, num_cols, density=density, dtype=dtype, format="csr")
+    # scipy.sparse has no float16: draw float32 values and round them
+    half = np.dtype(dtype) == np.float16
+    m = sps.random(num_rows, num_cols, density=density, dtype=np.float32 if half else dtype,
+                   format="csr")
     if data_init is not None:
         m.data.fill(data_init)
     if shuffle_csr_indices:
         shuffle_csr_column_indices(m)  # NOTE: nnsym's CSRNDArray re-sorts each row
-    return _sparse.csr_matrix((m.data, m.indices, m.indptr), shape=(num_rows, num_cols),
-                              ctx=ctx, dtype=dtype)
+    return _sparse.csr_matrix((m.data.astype(dtype), m.indices, m.indptr),
+                              shape=(num_rows, num_cols), ctx=ctx, dtype=dtype)
 
 
 def _powerlaw_csr(num_rows: int, num_cols: int, density: float, dtype: Any,

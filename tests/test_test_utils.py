@@ -280,6 +280,12 @@ def test_rand_csr_is_scipy_sparse_random_on_the_same_draws():
     np.testing.assert_array_equal(indices.asnumpy(), want.indices)
     np.testing.assert_array_equal(data.asnumpy(), want.data)
     assert want.nnz == round(0.3 * 63)
+    np.random.seed(11)
+    half, _ = tu.rand_sparse_ndarray((7, 9), "csr", density=0.3, dtype=np.float16)
+    np.random.seed(11)
+    want = sps.random(7, 9, density=0.3, format="csr", dtype=np.float32)
+    assert half.dtype == np.float16  # scipy has no float16: float32 draws, rounded
+    np.testing.assert_array_equal(half.asnumpy(), want.toarray().astype(np.float16))
 
 
 @pytest.mark.parametrize("density", [0.0, 0.25, 1.0])
