@@ -591,3 +591,23 @@ def test_signature_is_mxnets(name):
                              ["seed", "KEYWORD_ONLY", "0"]]
         return
     assert mine == theirs
+
+
+def test_small_helpers():
+    np.testing.assert_array_equal(tu.create_vector(4).asnumpy(), [0, 1, 2, 3])
+    assert tu.create_vector(4).dtype == np.int64
+    np.testing.assert_array_equal(tu.get_identity_mat(3).asnumpy(), np.eye(3))
+    a, b = np.array([[1.0, 2.0]]), np.array([[1.5, 2.0]])
+    assert tu.locationError(a, b, (0, 0), ("p", "q")) == \
+        "Location of error: (0, 0), p=1.00000000, q=1.50000000"
+    assert tu.locationError(a, b, (0, 1), ("p", "q"), maxError=True).startswith(
+        "Location of maximum error: (0, 1)")
+    tu.checkShapes(a, b)
+    with pytest.raises(AssertionError, match=r"a.shape = \(1, 2\) and b.shape = \(2,\)"):
+        tu.checkShapes(a, np.ones(2))
+    assert tu.effective_dtype(mx.nd.zeros((1,), dtype="float16")) == np.float16
+    assert not tu.has_tvm_ops() and tu.is_op_runnable()
+    assert tu.is_aarch64_run() == (os.uname().machine == "aarch64")
+    np.random.seed(2)
+    (u,) = tu.random_uniform_arrays((100,))
+    assert u.dtype == np.float32 and 0 <= u.min() and u.max() < 1
