@@ -51,9 +51,18 @@ def _stack() -> list[Context]:
 
 
 def current_context() -> Context:
-    """The innermost ``with ctx:`` of this thread, else ``cpu(0)``."""
+    """The innermost ``with ctx:`` of this thread, else the thread's default (``cpu(0)``)."""
     st = _stack()
-    return st[-1] if st else Context("cpu", 0)
+    if st:
+        return st[-1]
+    default: Context | None = getattr(_LOCAL, "default", None)
+    return default if default is not None else Context("cpu", 0)
+
+
+def set_thread_default(ctx: Context | None) -> None:
+    """Make ``ctx`` what this thread uses outside any ``with ctx:`` (MXNet's
+    ``Context._default_ctx.value``); ``None`` restores ``cpu(0)``."""
+    _LOCAL.default = ctx
 
 
 def cpu(device_id: int = 0) -> Context:
