@@ -4,7 +4,6 @@ there), scipy.sparse and hand-computed cases."""
 
 import json
 import os
-import re
 from pathlib import Path
 
 import numpy as np
@@ -546,20 +545,6 @@ def test_dummy_iter_and_matrix_helpers():
     np.testing.assert_allclose(q @ q.T, np.eye(3), atol=1e-12)
     np.testing.assert_array_equal(tu.create_2d_tensor(3, 2).asnumpy(), [[0, 0], [1, 1], [2, 2]])
     np.testing.assert_array_equal(tu.get_identity_mat_batch(2).asnumpy(), [np.eye(2)] * 2)
-
-
-DOC = Path(__file__).parents[1] / "docs" / "test_utils.md"
-DOC_BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
-
-
-def test_doc_has_blocks():
-    assert len(DOC_BLOCKS) >= 4
-
-
-@pytest.mark.parametrize("index", range(len(DOC_BLOCKS)))
-def test_doc_block_runs(index, capsys):
-    code = compile(DOC_BLOCKS[index], f"{DOC.name}[block {index}]", "exec")
-    exec(code, {"__name__": f"docs_test_utils_{index}"})
 
 
 # MXNet's helpers that need a GPU, a download or Gluon; nnsym leaves them out on purpose
