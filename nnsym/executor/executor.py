@@ -261,6 +261,9 @@ class Executor:
         self._stypes, self._modes = stypes, modes
         if self._gpu is not None and py_nodes:
             bad = idx.nodes[min(py_nodes)]
+            if isinstance(stype_kernels[min(py_nodes)], PythonCompute):
+                raise NNSymError(f"node {bad.name!r} ({bad.op.name if bad.op else '?'}) is "
+                                 f"Python code, which runs on the cpu only; bind on the cpu")
             raise NNSymError(
                 f"node {bad.name!r} ({bad.op.name if bad.op else '?'}): sparse storage "
                 f"or storage-type dispatch is not supported on {self._ctx} yet; bind on the cpu")

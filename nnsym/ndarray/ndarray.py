@@ -561,6 +561,9 @@ def _invoke_python(op: OpDef, inputs: Sequence[NDArray], params: dict[str, Any],
     for i, a in enumerate(inputs):
         if not isinstance(a, NDArray):
             raise TypeError(f"{op.name}: input {i} is a {type(a).__name__}, not an NDArray")
+        if a._ctx.device_type != "cpu":
+            raise NNSymError(f"{op.name}: operators written in Python run on the cpu only; "
+                             f"input {i} is on {a._ctx} (copy it with as_in_context(mx.cpu()))")
     p, _ = op.parse_params(params)
     if len(inputs) != op.num_inputs(p):
         raise ShapeError(f"{op.name}: {len(inputs)} inputs given, it takes {op.num_inputs(p)}: "
