@@ -3,6 +3,7 @@ bound graphs and nd calls, write modes, aux states, JSON, errors; references are
 derivations, central differences and the built-in SoftmaxOutput."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -323,3 +324,45 @@ def test_exceptions_in_user_code_name_node_op_type_and_cause(where):
         ex.backward(nd.ones((2,)))
     assert isinstance(ei.value, NNSymError)
     assert isinstance(ei.value.__cause__, ZeroDivisionError if where == "forward" else KeyError)
+
+
+# ---------------------------------------------------------------------------------------------
+# MXNet 1.9.1's own results (tests/golden/custom_op, made by its make.py with the same props)
+
+GOLDEN = Path(__file__).parents[1] / "golden" / "custom_op"
+
+
+def _golden():
+    with np.load(GOLDEN / "custom.npz", allow_pickle=False) as z:
+        return dict(z)
+
+
+def test_mxnet_mlp_with_custom_softmax_matches():
+    g = _golden()
+    text = (GOLDEN / "mlp-symbol.json").read_text()
+    s = sym.load_json(text)
+    assert json.loads(s.tojson())["nodes"] == json.loads(text)["nodes"]
+    ex = s.simple_bind(mx.cpu(), data=(4, 5), grad_req={
+        "data": "write", "fc_weight": "write", "fc_bias": "write", "softmax_label": "null"})
+    for k in ("data", "fc_weight", "fc_bias", "softmax_label"):
+        ex.arg_dict[k][:] = g[f"mlp_{k}"]
+    ex.forward(is_train=True)
+    ex.backward()
+    np.testing.assert_allclose(ex.outputs[0].asnumpy(), g["mlp_output"], rtol=1e-5, atol=1e-6)
+    for k in ("data", "fc_weight", "fc_bias"):
+        np.testing.assert_allclose(ex.grad_dict[k].asnumpy(), g[f"mlp_grad_{k}"], rtol=1e-5,
+                                   atol=1e-6)
+
+
+def test_mxnet_sumprod_with_aux_matches():
+    g = _golden()
+    text = (GOLDEN / "sumprod-symbol.json").read_text()
+    s = sym.load_json(text)
+    assert json.loads(s.tojson())["nodes"] == json.loads(text)["nodes"]
+    ex = s.simple_bind(mx.cpu(), a=(2, 3), b=(2, 3))
+    ex.aux_dict["sp_count"][:] = 3
+    ex.forward(is_train=True, a=g["sp_a"], b=g["sp_b"])
+    ex.backward([nd.array(g["sp_head_sum"]), nd.array(g["sp_head_prod"])])
+    for k, got in (("sum", ex.outputs[0]), ("prod", ex.outputs[1]), ("grad_a", ex.grad_dict["a"]),
+                   ("grad_b", ex.grad_dict["b"]), ("count", ex.aux_dict["sp_count"])):
+        np.testing.assert_allclose(got.asnumpy(), g[f"sp_{k}"], rtol=1e-6, atol=1e-6)
