@@ -194,7 +194,7 @@ def _as_shape(s: Any) -> Shape | None:
 def custom_shape(p: CustomParams, ins: list[Any], outs: list[Any]) -> tuple[list, list]:
     na, _, _ = _counts(p)
     args = ins[:na]
-    if not any(known(s) for s in args):
+    if args and not any(known(s) for s in args):
         return ins, outs
     ret = _call_rule(p, "infer_shape", [list(s) if known(s) else [] for s in args],
                      all(known(s) for s in args))
@@ -211,7 +211,7 @@ def _as_dtype(t: Any) -> np.dtype | None:
 def custom_type(p: CustomParams, ins: list[Any], outs: list[Any]) -> tuple[list, list]:
     na, _, _ = _counts(p)
     args = ins[:na]
-    if all(t is None for t in args):
+    if args and all(t is None for t in args):
         return ins, outs
     ret = _call_rule(p, "infer_type", [None if t is None else np.dtype(t).type for t in args],
                      all(t is not None for t in args))
