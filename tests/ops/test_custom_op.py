@@ -366,3 +366,51 @@ def test_mxnet_sumprod_with_aux_matches():
     for k, got in (("sum", ex.outputs[0]), ("prod", ex.outputs[1]), ("grad_a", ex.grad_dict["a"]),
                    ("grad_b", ex.grad_dict["b"]), ("count", ex.aux_dict["sp_count"])):
         np.testing.assert_allclose(got.asnumpy(), g[f"sp_{k}"], rtol=1e-6, atol=1e-6)
+
+
+class Densify(operator.CustomOp):
+    def forward(self, is_train, req, in_data, out_data, aux):
+        SEEN["densify_in"] = in_data[0].stype
+        self.assign(out_data[0], req[0], in_data[0].tostype("default") * 2)
+
+
+@operator.register("test_densify")
+class DensifyProp(operator.CustomOpProp):
+    def __init__(self, sparse="1"):
+        super().__init__()
+        self.sparse = sparse == "1"
+
+    def infer_storage_type(self, in_stype):
+        if not self.sparse:
+            return super().infer_storage_type(in_stype)
+        return in_stype, ["default"], []
+
+    def create_operator(self, ctx, shapes, dtypes):
+        if SEEN.get("fail_create"):
+            raise MemoryError("no room")
+        return Densify()
+
+
+def test_storage_types_come_from_the_prop():
+    x = np.array([[0, 1.5, 0], [0, 0, -2]], np.float32)
+    got = nd.Custom(nd.array(x).tostype("csr"), op_type="test_densify")
+    assert SEEN["densify_in"] == "csr" and got.stype == "default"
+    np.testing.assert_allclose(got.asnumpy(), 2 * x)
+    s = sym.Custom(sym.var("x", stype="csr"), op_type="test_densify", name="dz")
+    ex = s.bind(mx.cpu(), {"x": nd.array(x).tostype("csr")}, grad_req="null")
+    np.testing.assert_allclose(ex.forward()[0].asnumpy(), 2 * x)
+    # the default infer_storage_type refuses sparse inputs, naming the op_type
+    with pytest.raises(NNSymError, match=r"test_densify.*infer_storage_type"):
+        nd.Custom(nd.array(x).tostype("csr"), op_type="test_densify", sparse=0)
+
+
+def test_create_operator_failure_names_node_and_cause():
+    SEEN["fail_create"] = True
+    try:
+        with pytest.raises(CustomOpError, match=r"'cz'.*test_densify.*create_operator.*no room"
+                           ) as ei:
+            sym.Custom(sym.var("x"), op_type="test_densify", name="cz").simple_bind(
+                mx.cpu(), x=(2,))
+    finally:
+        SEEN["fail_create"] = False
+    assert isinstance(ei.value.__cause__, MemoryError)
