@@ -22,7 +22,7 @@ from nnsym.errors import NNSymError, ShapeError
 from nnsym.executor.debug import debug_str
 from nnsym.ir.graph import Entry, Graph, GraphAttrs, Node, dfs_post_order, variable
 from nnsym.ir.json import graph_to_json
-from nnsym.ir.opdef import get_op
+from nnsym.ir.opdef import PythonCompute, get_op
 from nnsym.ir.spec import KernelCall, Lowered
 from nnsym.ndarray.gpu import GPUNDArray
 from nnsym.ndarray.ndarray import NDArray, allocate, invoke
@@ -188,7 +188,7 @@ class Executor:
         self._head_nodes: list[Node | None] = []
         heads: list[Entry | None] = []
         for i, e in enumerate(outputs):
-            if xs and not (e.node.op is not None and e.node.op.loss):
+            if xs and not (e.node.op is not None and e.node.op.is_loss(e.node.params)):
                 h = variable(f"_head_grad_{i}")
                 self._head_nodes.append(h)
                 heads.append(Entry(h))
@@ -261,6 +261,9 @@ class Executor:
         self._stypes, self._modes = stypes, modes
         if self._gpu is not None and py_nodes:
             bad = idx.nodes[min(py_nodes)]
+            if isinstance(stype_kernels[min(py_nodes)], PythonCompute):
+                raise NNSymError(f"node {bad.name!r} ({bad.op.name if bad.op else '?'}) is "
+                                 f"Python code, which runs on the cpu only; bind on the cpu")
             raise NNSymError(
                 f"node {bad.name!r} ({bad.op.name if bad.op else '?'}): sparse storage "
                 f"or storage-type dispatch is not supported on {self._ctx} yet; bind on the cpu")
@@ -299,7 +302,8 @@ class Executor:
         for nid, node in enumerate(idx.nodes):
             if node.op is None:
                 continue
-            dense_kernel(node.op, node.name)
+            if not isinstance(stype_kernels[nid], PythonCompute):
+                dense_kernel(node.op, node.name)
             ins = idx.input_entries[nid]
             outs = list(idx.output_entries(nid))
             reqs = tuple(external.get(o, "write" if readers[o] or o in deliver else "null")
@@ -459,9 +463,31 @@ class Executor:
         infer_list: list[Any] = []
         train_list: list[Any] = []
         bwd_train: list[Any] = []
+        states: dict[int, Any] = {}  # per Python-step node: its state (a custom op's operator)
         for nid, node in enumerate(idx.nodes):
             forward = id(node) in fwd_nodes
             mine: list[Any] = []
+            kern = stype_kernels[nid]
+            if nid in py_reqs and isinstance(kern, PythonCompute):
+                # Python code over NDArrays (custom operators), as the storage pass decided: a
+                # step with is_train False (inference) and one with True (training).
+                assert node.op is not None
+                ins_e, outs_e = idx.input_entries[nid], list(idx.output_entries(nid))
+                if kern.uses_forward_state:
+                    fwd = node.control_deps[0] if node.control_deps else None
+                    if fwd is None or id(fwd) not in states:
+                        raise NNSymError(f"node {node.name!r} ({node.op.name}): its forward "
+                                         "node did not run, so there is no state to use")
+                    state = states[id(fwd)]
+                else:
+                    state = states[id(node)] = kern.create_state(
+                        node.name, node.params, self._ctx, [shapes[e] for e in ins_e],
+                        [dtypes[e] for e in ins_e])
+                args = (kern, node, state, py_reqs[nid], [obj(e) for e in ins_e],
+                        [obj(o) for o in outs_e])
+                (infer_list if forward else bwd_calls).append(_python_step(*args, not forward))
+                (train_list if forward else bwd_train).append(_python_step(*args, True))
+                continue
             if nid in lowered:
                 prebind(nid, lowered[nid][1], mine)
             elif nid in py_reqs:
@@ -853,6 +879,18 @@ def _sparse_step(node: Node, ins: list[NDArray], outs: list[NDArray], reqs: tupl
             if req == "write" and use_direct and deliver(t, r, ins):
                 continue
             _store(t, wrap(r, ctx, ins), req)
+
+    return step
+
+
+def _python_step(kern: PythonCompute, node: Node, state: Any, reqs: tuple[str, ...],
+                 ins: list[NDArray], outs: list[NDArray], is_train: bool) -> Any:
+    """A node whose operator is Python code (a custom operator) as a step over NDArray views of
+    the executor's arrays."""
+    name, params = node.name, node.params
+
+    def step() -> None:
+        kern.run(name, params, state, is_train, reqs, ins, outs)
 
     return step
 

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from nnsym.errors import GraphFormatError
-from nnsym.ir.opdef import OpDef, get_op
+from nnsym.ir.opdef import OpDef, PythonCompute, get_op
 from nnsym.ir.storage import StorageKernel
 from nnsym.types import DispatchMode, Shape, SType
 
@@ -85,8 +85,9 @@ class GraphAttrs:
     dtype: tuple[np.dtype | None, ...] | None = None
     stype: tuple[SType | None, ...] | None = None
     dispatch: tuple[DispatchMode | None, ...] | None = None
-    # per node: the storage kernel of an fcompute_ex decision (None otherwise)
-    stype_kernel: tuple[StorageKernel | None, ...] | None = None
+    # per node: the storage kernel of an fcompute_ex decision, or the PythonCompute of an
+    # operator that is Python code (None otherwise)
+    stype_kernel: tuple[StorageKernel | PythonCompute | None, ...] | None = None
     inplace: tuple[int, ...] | None = None
     storage_id: tuple[int, ...] | None = None
 

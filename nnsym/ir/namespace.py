@@ -57,13 +57,14 @@ def op_docstring(op: OpDef, func_name: str) -> str:
     lines.append("----------")
     try:
         names = op.input_names(_default_params(op))
+        aux = op.aux_names(_default_params(op))
     except Exception:
-        names = ()
+        names, aux = (), ()
     if op.key_var_num_args:
         lines.append("*args : Symbol\n    The inputs.")
     else:
         for n in names:
-            kind = "auxiliary state" if n in op.aux else "input"
+            kind = "auxiliary state" if n in aux else "input"
             lines.append(f"{n} : Symbol\n    The {kind} '{n}' (an implicit variable when omitted).")
     lines.extend(op.params.doc_lines())
     lines.append("name : str, optional\n    Node name; MXNet-style automatic name when omitted.")

@@ -87,6 +87,25 @@ def _call(v: Any, p: Any) -> Any:
     return v(p) if callable(v) else v
 
 
+class PythonCompute:
+    """How a node runs when its operator is Python code over NDArrays (custom operators). The
+    storage-type pass decides it (the decision's kernel); bound graphs and ``nd`` calls run it
+    as a Python step. ``uses_forward_state``: a backward node, run with the state its forward
+    node (its first control dependency) created."""
+
+    uses_forward_state: bool = False
+
+    def create_state(self, node: str, params: Any, ctx: Any, in_shapes: Sequence[Shape],
+                     in_dtypes: Sequence[np.dtype]) -> Any:
+        """Per-node state made once at bind (per call for ``nd``)."""
+        return None
+
+    def run(self, node: str, params: Any, state: Any, is_train: bool, reqs: Sequence[str],
+            ins: Sequence[Any], outs: Sequence[Any]) -> None:
+        """Compute ``outs`` (NDArrays, honouring ``reqs``) from ``ins`` (NDArrays)."""
+        raise NotImplementedError
+
+
 @dataclass(frozen=True, eq=False)
 class OpDef:
     """Everything about one operator. ``name`` is MXNet's canonical name, exactly."""
@@ -94,7 +113,7 @@ class OpDef:
     name: str
     params: type[Params] = NoParams
     inputs: Names = ("data",)
-    aux: tuple[str, ...] = ()
+    aux: Names = ()
     outputs: Names = ("output",)
     num_visible_outputs: Count = None
     infer_shape: Rule | None = None
@@ -122,13 +141,19 @@ class OpDef:
     differentiable: bool = True
     # Loss heads (SoftmaxOutput, the regression outputs, MakeLoss) compute their gradient from
     # their own output and label; no incoming gradient is needed or read.
-    loss: bool = False
+    loss: bool | Callable[[Any], bool] = False
     # Lowers differently in training (KernelCall.is_train): executors compile both forms.
     train_mode: bool = False
     # Inputs the operator sets to a constant whenever it runs, as MXNet does (BatchNorm writes
     # 1 into gamma when fix_gamma): params -> {input index: value}. Bound graphs fill the
     # variables feeding them before each forward.
     pinned_inputs: Callable[[Any], Mapping[int, float]] | None = None
+    # Storage types decided by the operator itself (custom operators ask their prop):
+    # (params, input stypes) -> (output stypes, dispatch mode, kernel); before stype_rules.
+    infer_stype: Callable[[Any, tuple[SType, ...]], tuple[tuple[SType, ...], DispatchMode, Any]] \
+        | None = None
+    # Runs as Python code over NDArrays (custom operators): no dense kernel, no reference.
+    python: PythonCompute | None = None
     # Expose as nnsym.sym.sparse.<name> too.
     sparse: bool = False
     # Draws from the run's seed (Launch.seed_slot): outputs are samples, so the kernel and the
@@ -159,9 +184,16 @@ class OpDef:
         """Positions of the inputs read for their shape or dtype only."""
         return tuple(_call(self.ignore_inputs, p))
 
+    def aux_names(self, p: Any) -> tuple[str, ...]:
+        return tuple(_call(self.aux, p))
+
     def aux_indices(self, p: Any) -> tuple[int, ...]:
-        names = self.input_names(p)
-        return tuple(i for i, n in enumerate(names) if n in self.aux)
+        names, aux = self.input_names(p), self.aux_names(p)
+        return tuple(i for i, n in enumerate(names) if n in aux)
+
+    def is_loss(self, p: Any) -> bool:
+        """A loss head under these parameters (needs no incoming gradient)."""
+        return bool(_call(self.loss, p))
 
     def parse_params(self, values: Mapping[str, Any], node_name: str = "") -> tuple[Any, dict]:
         return self.params.parse(self.name, values, node_name)

@@ -17,7 +17,7 @@ import numpy as np
 from nnsym.context import Context, cpu, current_context
 from nnsym.cuda.runtime import NoCudaKernelError, backend, run_launches
 from nnsym.errors import DTypeError, NNSymError, ShapeError
-from nnsym.ir.opdef import DENSE, OpDef, get_op
+from nnsym.ir.opdef import DENSE, OpDef, PythonCompute, get_op
 from nnsym.ir.spec import Lowered
 from nnsym.ops.common.stype import infer_storage
 from nnsym.passes.lower import lower
@@ -509,6 +509,8 @@ def invoke(op: OpDef | str, inputs: Sequence[NDArray], params: dict[str, Any],
     have dispatched already)."""
     if isinstance(op, str):
         op = get_op(op)
+    if op.python is not None:
+        return _invoke_python(op, inputs, params, out)
     if any(isinstance(a, NDArray) and a._ctx.device_type == "gpu" for a in inputs):
         return invoke_gpu(op, inputs, params, out)
     if storage_rules and (any(type(a) is not NDArray for a in inputs) or (
@@ -544,6 +546,47 @@ def invoke(op: OpDef | str, inputs: Sequence[NDArray], params: dict[str, Any],
     ctx = inputs[0]._ctx if inputs else cpu()
     results = [NDArray(o, ctx) for o in outs[:n_vis]]
     if targets is not None:
+        if len(targets) != len(results):
+            raise ShapeError(f"{op.name}: {len(results)} outputs but {len(targets)} given in out=")
+        for t, r in zip(targets, results):
+            r.copyto(t)
+        return targets
+    return results
+
+
+def _invoke_python(op: OpDef, inputs: Sequence[NDArray], params: dict[str, Any],
+                   out: NDArray | Sequence[NDArray] | None) -> list[NDArray]:
+    """An operator that is Python code (a custom operator): shapes, dtypes and the storage
+    decision from the passes, fresh outputs, then the decided Python compute with 'write'."""
+    for i, a in enumerate(inputs):
+        if not isinstance(a, NDArray):
+            raise TypeError(f"{op.name}: input {i} is a {type(a).__name__}, not an NDArray")
+        if a._ctx.device_type != "cpu":
+            raise NNSymError(f"{op.name}: operators written in Python run on the cpu only; "
+                             f"input {i} is on {a._ctx} (copy it with as_in_context(mx.cpu()))")
+    p, _ = op.parse_params(params)
+    if len(inputs) != op.num_inputs(p):
+        raise ShapeError(f"{op.name}: {len(inputs)} inputs given, it takes {op.num_inputs(p)}: "
+                         f"{list(op.input_names(p))}")
+    shapes = [tuple(a.shape) for a in inputs]
+    dtypes = [np.dtype(a.dtype) for a in inputs]
+    out_s, out_t = infer_one(op, p, shapes, dtypes, op.name)
+    dec = infer_storage(op, p, tuple(SType.parse(a.stype) for a in inputs))
+    kern = dec.kernel
+    if not isinstance(kern, PythonCompute) or kern.uses_forward_state:
+        raise NNSymError(f"{op.name}: cannot be called on its own (it runs inside a graph)")
+    ctx = inputs[0]._ctx if inputs else current_context()
+    outs: list[NDArray] = []
+    for st, shp, dt in zip(dec.outs, out_s, out_t):
+        if st == SType.DEFAULT:
+            outs.append(NDArray(np.zeros(tuple(shp), dt), ctx))
+        else:
+            outs.append(_sparse().zeros(st.label, tuple(shp), ctx, dt))
+    state = kern.create_state(op.name, p, ctx, shapes, dtypes)
+    kern.run(op.name, p, state, False, ["write"] * len(outs), list(inputs), outs)
+    results = outs[: op.num_visible(p)]
+    if out is not None:
+        targets = [out] if isinstance(out, NDArray) else list(out)
         if len(targets) != len(results):
             raise ShapeError(f"{op.name}: {len(results)} outputs but {len(targets)} given in out=")
         for t, r in zip(targets, results):

@@ -10,7 +10,7 @@ from nnsym.codegen import compiler
 from nnsym.errors import CompositionError
 from nnsym.ir.fluent import split_positional
 from nnsym.ir.namespace import op_docstring
-from nnsym.ir.opdef import OpDef
+from nnsym.ir.opdef import DENSE, OpDef
 from nnsym.ndarray import fastcall
 from nnsym.ndarray.ndarray import NDArray, invoke
 from nnsym.runtime.imperative import _CHAR_ARR, _freeze, _from_buffer, get_call
@@ -73,7 +73,8 @@ def make_function(op: OpDef, func_name: str) -> Any:
             inputs = [s for s in slots if s is not None]
         res = invoke(op, inputs, params, out=out)
         # the fast path is the dense kernel: not for results the storage rules made sparse
-        if out is None and not arrays and all(type(a) is NDArray for a in args) and all(
+        if out is None and not arrays and DENSE in op.kernels and all(
+                type(a) is NDArray for a in args) and all(
                 type(r) is NDArray for r in res):
             try:
                 key = _key(args, kwargs)

@@ -58,7 +58,7 @@ def gradient(ys: Sequence[Entry], xs: Sequence[Entry],
         if op is None:
             continue
         ograds = [aggregate(grads.pop((id(node), i), [])) for i in range(node.num_outputs())]
-        if all(g is None for g in ograds) and not op.loss:
+        if all(g is None for g in ograds) and not op.is_loss(node.params):
             continue
         if op.grad is None:
             raise GradientError(

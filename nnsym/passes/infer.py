@@ -118,7 +118,7 @@ def infer_attr(g: Graph, kind: AttrKind) -> list[Any]:
         try:
             new_ins, new_outs = rule(node.params, ins, outs)
         except RuleError as err:
-            raise _error(kind, node, ins, str(err)) from None
+            raise _error(kind, node, ins, str(err)) from err.__cause__  # a user's exception
         for pos, (eid, new) in enumerate(zip(ins_e, new_ins)):
             if new is not None and (vals[eid] is None or new != vals[eid]):
                 try:

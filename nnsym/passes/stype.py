@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from nnsym.errors import StorageTypeError, node_error
 from nnsym.ir.graph import Graph
+from nnsym.ir.opdef import PythonCompute
 from nnsym.ir.storage import StorageKernel
 from nnsym.ops.common.stype import infer_storage
 from nnsym.passes.manager import graph_pass
@@ -23,7 +24,7 @@ def infer_storage_type(g: Graph) -> Graph:
     seeded = g.attrs.stype
     vals: list[SType | None] = list(seeded) if seeded is not None else [None] * idx.num_entries
     modes: list[DispatchMode | None] = [None] * len(nodes)
-    kernels: list[StorageKernel | None] = [None] * len(nodes)
+    kernels: list[StorageKernel | PythonCompute | None] = [None] * len(nodes)
     for nid, node in enumerate(nodes):
         if node.op is None:
             eid = rptr[nid]

@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from nnsym.ir.opdef import OpDef
+from nnsym.errors import NNSymError
+from nnsym.ir.opdef import OpDef, PythonCompute
 from nnsym.ir.storage import Storage, StorageCall, install_env
 from nnsym.ops.common.storage import convert, to_dense
 from nnsym.ops.common.stype import Decision
@@ -45,6 +46,9 @@ def run(op: OpDef, params: Any, raw: Mapping[str, Any], dec: Decision,
         skip: Sequence[bool] = ()) -> list[Storage | None]:
     """Every output of one call, as decided (``None`` where a kernel skipped an output that
     ``skip`` marks unread)."""
+    if isinstance(dec.kernel, PythonCompute):
+        raise NNSymError(f"operator {op.name} is Python code over NDArrays: it runs as a Python "
+                         "step (nd call or bound graph), not on raw storage")
     if dec.dispatch == DispatchMode.FCOMPUTE_EX and dec.kernel is not None:
         call = StorageCall(op, params, raw, dec.outs, tuple(tuple(s) for s in out_shapes),
                            tuple(np.dtype(t) for t in out_dtypes), tuple(targets), tuple(skip))

@@ -17,7 +17,7 @@ TOL = {"float32": (1e-5, 1e-6), "float64": (1e-12, 1e-13), "float16": (1e-3, 1e-
 
 
 def test_every_operator_has_a_dense_kernel():
-    lacking = [op.name for op in OPS if DENSE not in op.kernels]
+    lacking = [op.name for op in OPS if DENSE not in op.kernels and op.python is None]
     assert not lacking, f"operators without a dense C kernel: {lacking}"
 
 

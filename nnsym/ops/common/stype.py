@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from nnsym.errors import StorageTypeError
-from nnsym.ir.opdef import OpDef, StypeRule
+from nnsym.ir.opdef import OpDef, PythonCompute, StypeRule
 from nnsym.ir.storage import StorageKernel, runtime_env
 from nnsym.ops.common.storage import map_values
 from nnsym.types import DispatchMode, SType
@@ -37,7 +37,8 @@ ANY = None  # wildcard in a rule row
 class Decision:
     outs: tuple[SType, ...]
     dispatch: DispatchMode
-    kernel: StorageKernel | None = None  # the storage kernel of an fcompute_ex decision
+    # the storage kernel of an fcompute_ex decision; a PythonCompute for Python operators
+    kernel: StorageKernel | PythonCompute | None = None
 
 
 def _matches(rule: StypeRule, ins: tuple[SType, ...], p: Any) -> bool:
@@ -51,6 +52,9 @@ def _matches(rule: StypeRule, ins: tuple[SType, ...], p: Any) -> bool:
 def infer_storage(op: OpDef, p: Any, ins: tuple[SType, ...]) -> Decision:
     """Output storage types and dispatch mode of one call."""
     n_out = op.num_outputs(p)
+    if op.infer_stype is not None:  # the operator decides (custom operators ask their prop)
+        outs, mode, kernel = op.infer_stype(p, ins)
+        return Decision(tuple(outs), mode, kernel)
     for rule in op.stype_rules:
         if _matches(rule, ins, p):
             return Decision(_expand(rule.out, ins, n_out), rule.dispatch, rule.kernel)
