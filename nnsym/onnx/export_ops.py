@@ -57,8 +57,22 @@ def _axes(x: Exporter, axes: Sequence[int], hint: str = "axes") -> str:
     return x.const(_ints(axes), np.int64, hint=hint)
 
 
-def _reshape(x: Exporter, data: str, shape: Sequence[int], out: str | None = None) -> str:
-    return x.add1("Reshape", [data, x.const(_ints(shape), hint="shape")], out)
+def _reshape(x: Exporter, data: str, shape: Sequence[int], out: str | None = None,
+             codes: bool = False) -> str:
+    """Reshape to ``shape``: concrete dims, or with ``codes`` ONNX's 0 (copy) and -1 (infer)."""
+    zero = not codes and 0 in shape and -1 not in shape
+    return x.add1("Reshape", [data, x.const(_ints(shape), hint="shape")], out,
+                  allowzero=1 if zero else None)
+
+
+def _as_out_shape(x: Exporter, node: Node, y: str, out: str, k: int = 0) -> None:
+    """``y`` reshaped to the node's inferred output shape (MXNet has no 0-d results)."""
+    _reshape(x, y, x.out_shape(node, k), out)
+
+
+def _float_in(x: Exporter, node: Node, name: str) -> str:
+    """Integer inputs computed in float64 where ONNX has float kernels only."""
+    return x.cast(name, np.float64) if _in_dtype(x, node).kind in "iub" else name
 
 
 # --- elementwise ----------------------------------------------------------------------------------
@@ -83,6 +97,20 @@ def _unary(op_type: str) -> Converter:
 
 for _name, _op in UNARY.items():
     CONVERTERS[_name] = _unary(_op)
+
+
+def _integral_identity(conv: Converter) -> Converter:
+    """Rounding is the identity on integers (ONNX's Floor/Ceil/Round take floats only)."""
+    def wrapped(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+        if _in_dtype(x, node).kind in "iub":
+            x.add("Identity", ins[:1], outs)
+        else:
+            conv(x, node, ins, outs)
+    return wrapped
+
+
+for _name in ("floor", "ceil", "rint"):
+    CONVERTERS[_name] = _integral_identity(CONVERTERS[_name])
 
 
 def _then_scale(factor: float, first: str) -> Converter:
@@ -125,6 +153,7 @@ def _signed(x: Exporter, node: Node, a: str, body: Callable[[str], str],
 
 
 @_reg("round")
+@_integral_identity
 def _round(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
     # MXNet rounds halves away from zero; ONNX Round rounds them to even
     _signed(x, node, ins[0],
@@ -132,6 +161,7 @@ def _round(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
 
 
 @_reg("trunc", "fix")
+@_integral_identity
 def _trunc(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
     _signed(x, node, ins[0], lambda a: x.add1("Floor", [a]), outs[0])
 
@@ -162,15 +192,26 @@ def _hard_sigmoid(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> N
 @_reg("clip")
 def _clip(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
     p = node.params
-    x.add("Clip", [ins[0], _scalar(x, node, p.a_min), _scalar(x, node, p.a_max)], outs)
+    lo, hi = _scalar(x, node, p.a_min), _scalar(x, node, p.a_max)
+    if p.a_min > p.a_max:  # MXNet tests a_max first; crossed bounds differ from Clip
+        low = x.add1("Where", [x.add1("Less", [ins[0], lo]), lo, ins[0]])
+        x.add("Where", [x.add1("Greater", [ins[0], hi]), hi, low], outs)
+    else:
+        x.add("Clip", [ins[0], lo, hi], outs)
 
 
 @_reg("_contrib_quadratic")
 def _quadratic(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
     p = node.params
-    ax = x.add1("Mul", [ins[0], _scalar(x, node, p.a)])
-    axb = x.add1("Add", [ax, _scalar(x, node, p.b)])
-    x.add("Add", [x.add1("Mul", [axb, ins[0]]), _scalar(x, node, p.c)], outs)
+    dt = _in_dtype(x, node)
+    v = _float_in(x, node, ins[0])
+    fdt = np.float64 if dt.kind in "iub" else dt
+    ax = x.add1("Mul", [v, x.const(p.a, fdt)])
+    axb = x.add1("Add", [ax, x.const(p.b, fdt)])
+    y = x.add1("Add", [x.add1("Mul", [axb, v]), x.const(p.c, fdt)],
+               None if dt.kind in "iub" else outs[0])
+    if dt.kind in "iub":
+        x.cast(y, dt, outs[0])
 
 
 @_reg("smooth_l1")
@@ -215,16 +256,20 @@ def _logical(op_type: str) -> Converter:
 
 
 def _mod_of(x: Exporter, node: Node, a: str, b: str, out: str | None = None) -> str:
-    if _in_dtype(x, node).kind in "iu":
+    if x.out_dtype(node).kind in "iu":
         return x.add1("Mod", [a, b], out, fmod=0)
     # MXNet's mod takes the divisor's sign (Python's %): a - floor(a / b) * b
     q = x.add1("Floor", [x.add1("Div", [a, b])])
     return x.add1("Sub", [a, x.add1("Mul", [q, b])], out)
 
 
-def _hypot_of(x: Exporter, a: str, b: str, out: str | None = None) -> str:
+def _hypot_of(x: Exporter, node: Node, a: str, b: str, out: str) -> str:
+    dt = x.out_dtype(node)
+    if dt.kind in "iub":
+        a, b = x.cast(a, np.float64), x.cast(b, np.float64)
     s = x.add1("Add", [x.add1("Mul", [a, a]), x.add1("Mul", [b, b])])
-    return x.add1("Sqrt", [s], out)
+    r = x.add1("Sqrt", [s], None if dt.kind in "iub" else out)
+    return x.cast(r, dt, out) if dt.kind in "iub" else r
 
 
 for _k, _op in BINARY.items():
@@ -245,7 +290,7 @@ def _mod(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
 
 @_reg("_hypot", "broadcast_hypot")
 def _hypot(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
-    _hypot_of(x, ins[0], ins[1], outs[0])
+    _hypot_of(x, node, ins[0], ins[1], outs[0])
 
 
 # scalar forms: (ONNX op, scalar on the right?)
@@ -256,16 +301,27 @@ SCALAR = {"_plus_scalar": ("Add", True), "_minus_scalar": ("Sub", True),
           "_maximum_scalar": ("Max", True), "_minimum_scalar": ("Min", True)}
 
 
+def _scalar_input(x: Exporter, node: Node, data: str) -> tuple[str, np.dtype]:
+    """The data in the dtype the op computes in (an integer array with a non-integer scalar
+    is promoted, as MXNet does) and that dtype."""
+    dt = x.out_dtype(node)
+    if dt.kind == "f" and _in_dtype(x, node) != dt:
+        return x.cast(data, dt), dt
+    return data, _in_dtype(x, node)
+
+
 def _scalar_op(op_type: str, right: bool) -> Converter:
     def conv(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
-        c = _scalar(x, node, node.params.scalar)
-        x.add(op_type, [ins[0], c] if right else [c, ins[0]], outs)
+        data, dt = _scalar_input(x, node, ins[0])
+        c = x.const(node.params.scalar, dt, hint=f"{node.name}_scalar")
+        x.add(op_type, [data, c] if right else [c, data], outs)
     return conv
 
 
 def _scalar_compare(op_type: str, negate: bool) -> Converter:
     def conv(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
-        b = x.add1(op_type, [ins[0], _scalar(x, node, node.params.scalar)])
+        data, dt = _scalar_input(x, node, ins[0])
+        b = x.add1(op_type, [data, x.const(node.params.scalar, dt, hint=f"{node.name}_scalar")])
         if negate:
             b = x.add1("Not", [b])
         x.cast(b, x.out_dtype(node), outs[0])
@@ -290,21 +346,29 @@ for _k, _op in LOGICAL.items():
 
 @_reg("_mod_scalar")
 def _mod_scalar(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
-    _mod_of(x, node, ins[0], _scalar(x, node, node.params.scalar), outs[0])
+    data, dt = _scalar_input(x, node, ins[0])
+    _mod_of(x, node, data, x.const(node.params.scalar, dt), outs[0])
 
 
 @_reg("_rmod_scalar")
 def _rmod_scalar(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
-    _mod_of(x, node, _scalar(x, node, node.params.scalar), ins[0], outs[0])
+    data, dt = _scalar_input(x, node, ins[0])
+    _mod_of(x, node, x.const(node.params.scalar, dt), data, outs[0])
 
 
 @_reg("_hypot_scalar")
 def _hypot_scalar(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
-    _hypot_of(x, ins[0], _scalar(x, node, node.params.scalar), outs[0])
+    data, dt = _scalar_input(x, node, ins[0])
+    _hypot_of(x, node, data, x.const(node.params.scalar, dt), outs[0])
 
 
 @_reg("add_n", "ElementWiseSum")
 def _add_n(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    if _in_dtype(x, node).kind in "iub" and len(ins) > 1:  # ONNX Sum is float-only
+        acc = ins[0]
+        for k, name in enumerate(ins[1:]):
+            acc = x.add1("Add", [acc, name], outs[0] if k == len(ins) - 2 else None)
+        return
     x.add("Sum", ins, outs)
 
 
@@ -411,9 +475,8 @@ def _batch_norm(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> Non
                epsilon=float(p.eps), momentum=float(p.momentum))
     if perm is not None:
         x.add("Transpose", [y], [outs[0]], perm=[int(i) for i in np.argsort(perm)])
-    if len(outs) > 1:  # output_mean_var: the moving statistics at inference
-        x.add("Identity", [ins[3]], [outs[1]])
-        x.add("Identity", [ins[4]], [outs[2]])
+    if len(outs) > 1:
+        raise _fail(node, "output_mean_var (batch statistics are a training output)")
 
 
 ACTIVATION = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "softrelu": "Softplus",
@@ -437,7 +500,9 @@ def _leaky_relu(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> Non
     t = p.act_type
     if t == "leaky":
         x.add("LeakyRelu", ins[:1], outs, alpha=float(p.slope))
-    elif t == "rrelu":  # inference: the mean of the sampling range
+    elif t == "rrelu":  # inference: the mean of the sampling range (no mask output)
+        if len(outs) > 1:
+            raise _fail(node, "rrelu's mask output")
         x.add("LeakyRelu", ins[:1], outs, alpha=float(p.lower_bound + p.upper_bound) / 2)
     elif t == "elu":
         x.add("Elu", ins[:1], outs, alpha=float(p.slope))
@@ -462,6 +527,14 @@ def _pooling(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
     if p.layout not in (None, "NCW", "NCHW", "NCDHW"):
         raise _fail(node, f"layout {p.layout}")
     kind = p.pool_type
+    if kind == "lp" and int(p.p_value or 2) == 1:
+        kind = "sum"  # MXNet's p=1 sums the values themselves (ONNX LpPool sums |x|)
+    if kind == "lp" and int(p.p_value or 2) != 2:
+        raise _fail(node, f"lp pooling with p_value {p.p_value} (MXNet takes no absolute value)")
+    if kind == "sum" and p.global_pool:
+        nsp = len(_in_shape(x, node)) - 2
+        x.add("ReduceSum", [ins[0], _axes(x, list(range(2, 2 + nsp)))], outs, keepdims=1)
+        return
     if p.global_pool:
         op = {"max": "GlobalMaxPool", "avg": "GlobalAveragePool", "lp": "GlobalLpPool"}.get(kind)
         if op is None:
@@ -480,6 +553,11 @@ def _pooling(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
     elif kind == "avg":
         include = 1 if p.count_include_pad is None else int(p.count_include_pad)
         x.add("AveragePool", ins, outs, ceil_mode=int(full), count_include_pad=include, **attrs)
+    elif kind == "sum":
+        if full:
+            raise _fail(node, "sum pooling with pooling_convention 'full'")
+        y = x.add1("AveragePool", ins, count_include_pad=1, **attrs)
+        x.add("Mul", [y, _scalar(x, node, float(np.prod(p.kernel)))], outs)
     elif kind == "lp":
         if full:
             raise _fail(node, "lp pooling with pooling_convention 'full'")
@@ -540,17 +618,22 @@ def _softmax_output(x: Exporter, node: Node, ins: list[str], outs: list[str]) ->
 
 @_reg("SoftmaxActivation")
 def _softmax_activation(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
-    if node.params.mode == "channel":
-        x.add("Softmax", ins, outs, axis=1)
-    else:
-        _softmax_flat(x, node, ins[0], outs[0])
+    x.add("Softmax", ins, outs, axis=1 if node.params.mode == "channel" else -1)
 
 
 @_reg("LRN")
 def _lrn(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
     p = node.params
-    x.add("LRN", ins, outs, alpha=float(p.alpha), beta=float(p.beta), bias=float(p.knorm),
-          size=int(p.nsize))
+    if p.nsize % 2 == 0:
+        raise _fail(node, f"an even nsize ({p.nsize}): ONNX LRN windows are odd-sized")
+    shape = _in_shape(x, node)
+    data = ins[0] if len(shape) == 4 else _reshape(x, ins[0], (list(shape) + [1, 1])[:4])
+    if len(shape) > 4:
+        raise _fail(node, f"a {len(shape)}-D input")
+    y = x.add1("LRN", [data], outs[0] if len(shape) == 4 else None, alpha=float(p.alpha),
+               beta=float(p.beta), bias=float(p.knorm), size=int(p.nsize))
+    if len(shape) != 4:
+        _reshape(x, y, shape, outs[0])
 
 
 @_reg("Embedding")
@@ -588,17 +671,19 @@ def _pick(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
         idx = x.add1("Clip", [idx, x.const(0), x.const(n - 1)])
     if len(_in_shape(x, node, 1)) < len(shape):
         idx = x.add1("Unsqueeze", [idx, _axes(x, [axis])])
-    y = x.add1("GatherElements", [ins[0], idx], None if not p.keepdims else outs[0], axis=axis)
-    if not p.keepdims:
-        x.add("Squeeze", [y, _axes(x, [axis])], outs)
+    y = x.add1("GatherElements", [ins[0], idx], axis=axis)
+    _as_out_shape(x, node, y, outs[0])
 
 
 @_reg("one_hot")
 def _one_hot(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
     p = node.params
+    if int(p.depth) <= 0:
+        raise _fail(node, "depth 0 (ONNX OneHot needs a positive depth)")
     dt = x.out_dtype(node)
-    vals = x.const([p.off_value, p.on_value], dt)
-    x.add("OneHot", [x.cast(ins[0], np.int64), x.const([p.depth]), vals], outs, axis=-1)
+    vals = x.const([p.off_value, p.on_value], np.float32)  # onnxruntime's OneHot kernels
+    y = x.add1("OneHot", [x.cast(ins[0], np.int64), x.const([p.depth]), vals], axis=-1)
+    x.cast(y, dt, outs[0])
 
 
 @_reg("dot")
@@ -606,16 +691,22 @@ def _dot(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
     p = node.params
     a, b = ins[0], ins[1]
     sa, sb = _in_shape(x, node, 0), _in_shape(x, node, 1)
-    if p.transpose_a:
-        a, sa = x.add1("Transpose", [a]), sa[::-1]
-    if p.transpose_b:
-        b, sb = x.add1("Transpose", [b]), sb[::-1]
     if len(sa) == 2 and len(sb) == 2:
+        if p.transpose_a:
+            a = x.add1("Transpose", [a], perm=[1, 0])
+        if p.transpose_b:
+            b = x.add1("Transpose", [b], perm=[1, 0])
         x.add("MatMul", [a, b], outs)
         return
-    k = sa[-1]
-    a2 = _reshape(x, a, [-1, k])
-    b2 = _reshape(x, b, [k, -1])
+    # MXNet folds N-D operands to 2-D around the contracted axis (the first one when transposed)
+    if p.transpose_a:
+        a2 = x.add1("Transpose", [_reshape(x, a, [sa[0], -1])], perm=[1, 0])
+    else:
+        a2 = _reshape(x, a, [-1, sa[-1]])
+    if p.transpose_b:
+        b2 = x.add1("Transpose", [_reshape(x, b, [-1, sb[-1]])], perm=[1, 0])
+    else:
+        b2 = _reshape(x, b, [sb[0], -1])
     _reshape(x, x.add1("MatMul", [a2, b2]), x.out_shape(node), outs[0])
 
 
@@ -656,7 +747,13 @@ def _layer_norm(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> Non
 
 @_reg("InstanceNorm")
 def _instance_norm(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
-    x.add("InstanceNormalization", ins, outs, epsilon=float(node.params.eps))
+    shape = _in_shape(x, node)
+    if len(shape) >= 3:
+        x.add("InstanceNormalization", ins, outs, epsilon=float(node.params.eps))
+        return
+    y = x.add1("InstanceNormalization", [_reshape(x, ins[0], [*shape, 1]), *ins[1:]],
+               epsilon=float(node.params.eps))
+    _reshape(x, y, shape, outs[0])
 
 
 @_reg("L2Normalization")
@@ -676,7 +773,7 @@ def _reshape_op(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> Non
     codes = _ints(p.shape)
     simple = codes and not p.reverse and not len(p.target_shape) and all(c >= -1 for c in codes)
     # MXNet's 0 (copy) and -1 (infer) mean the same in ONNX; the other codes are resolved
-    _reshape(x, ins[0], codes if simple else x.out_shape(node), outs[0])
+    _reshape(x, ins[0], codes if simple else x.out_shape(node), outs[0], codes=bool(simple))
 
 
 @_reg("reshape_like")
@@ -734,10 +831,11 @@ def _expand_dims(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> No
 def _squeeze(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
     ax = node.params.axis
     if ax is None:
-        x.add("Squeeze", ins, outs)
+        y = x.add1("Squeeze", ins)
     else:
         axes = [ax] if isinstance(ax, int) else list(ax)
-        x.add("Squeeze", [ins[0], _axes(x, axes)], outs)
+        y = x.add1("Squeeze", [ins[0], _axes(x, axes)])
+    _as_out_shape(x, node, y, outs[0])
 
 
 @_reg("tile")
@@ -770,8 +868,14 @@ def _repeat(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
 @_reg("reverse", "flip")
 def _reverse(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
     ax = node.params.axis
-    axes = [ax] if isinstance(ax, int) else list(ax)
+    listed = [ax] if isinstance(ax, int) else list(ax)
+    ndim = len(_in_shape(x, node))
+    # an axis listed twice is flipped twice
+    axes = [a for a in range(ndim) if sum(b % ndim == a for b in listed) % 2]
     n = len(axes)
+    if n == 0:
+        x.add("Identity", ins, outs)
+        return
     x.add("Slice", [ins[0], x.const([-1] * n), x.const([INT64_MIN] * n), x.const(axes),
                     x.const([-1] * n)], outs)
 
@@ -883,7 +987,8 @@ def _reduce(op_type: str) -> Converter:
             x.add("Identity", ins, outs)
             return
         args = [ins[0]] + ([] if axes is None else [_axes(x, axes)])
-        if axes is None and not keep:  # MXNet returns shape (1,) for a full reduction
+        if not keep and (axes is None or len(axes) == len(shape)):
+            # MXNet returns shape (1,) for a full reduction
             y = x.add1(op_type, args, keepdims=0)
             _reshape(x, y, [1], outs[0])
         else:
@@ -901,7 +1006,12 @@ def _norm(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
     op = {1: "ReduceL1", 2: "ReduceL2"}.get(int(p.ord))
     if op is None:
         raise _fail(node, f"ord={p.ord}")
-    _reduce(op)(x, node, ins, outs)
+    if x.out_dtype(node) == _in_dtype(x, node):
+        _reduce(op)(x, node, ins, outs)
+        return
+    tmp = x.fresh(f"{node.name}_norm")
+    _reduce(op)(x, node, ins, [tmp])
+    x.cast(tmp, x.out_dtype(node), outs[0])
 
 
 def _arg(op_type: str) -> Converter:
@@ -913,7 +1023,7 @@ def _arg(op_type: str) -> Converter:
             _reshape(x, x.cast(y, x.out_dtype(node)), x.out_shape(node), outs[0])
             return
         y = x.add1(op_type, [data], axis=int(p.axis), keepdims=int(bool(p.keepdims)))
-        x.cast(y, x.out_dtype(node), outs[0])
+        _as_out_shape(x, node, x.cast(y, x.out_dtype(node)), outs[0])
     return conv
 
 
@@ -923,7 +1033,7 @@ CONVERTERS["argmin"] = _arg("ArgMin")
 
 @_reg("argmax_channel")
 def _argmax_channel(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
-    y = x.add1("ArgMax", ins, axis=-1, keepdims=0)
+    y = x.add1("ArgMax", ins, axis=1, keepdims=0)
     x.cast(y, x.out_dtype(node), outs[0])
 
 
@@ -978,11 +1088,18 @@ def _argsort(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
 @_reg("gather_nd")
 def _gather_nd(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
     n = len(_in_shape(x, node, 1))
+    m = _in_shape(x, node, 1)[0]
+    dims = x.const(list(_in_shape(x, node, 0)[:m]))
     idx = x.cast(ins[1], np.int64)
     if n > 1:  # MXNet indexes along the first axis of indices, ONNX along the last
         idx = x.add1("Transpose", [idx], perm=list(range(1, n)) + [0])
     else:
         idx = x.add1("Unsqueeze", [idx, _axes(x, [1])])
+    # MXNet counts negative indices from the end and clips the rest into range
+    neg = x.add1("Less", [idx, x.const(0)])
+    idx = x.add1("Where", [neg, x.add1("Add", [idx, dims]), idx])
+    top = x.const([d - 1 for d in _in_shape(x, node, 0)[:m]])
+    idx = x.add1("Max", [x.add1("Min", [idx, top]), x.const(0)])
     y = x.add1("GatherND", [ins[0], idx])
     if n == 1:
         # a 1-D index tuple selects one element or slice: drop the leading axis GatherND adds
@@ -1000,8 +1117,7 @@ def _moments(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
     mean_k = x.add1("ReduceMean", [ins[0], ax], keepdims=1)
     d = x.add1("Sub", [ins[0], mean_k])
     keep = int(bool(p.keepdims))
-    x.add("ReduceMean", [x.add1("Mul", [d, d]), ax], [outs[1]], keepdims=keep)
-    if keep:
-        x.add("Identity", [mean_k], [outs[0]])
-    else:
-        x.add("ReduceMean", [ins[0], ax], [outs[0]], keepdims=0)
+    var = x.add1("ReduceMean", [x.add1("Mul", [d, d]), ax], keepdims=keep)
+    mean = mean_k if keep else x.add1("ReduceMean", [ins[0], ax], keepdims=0)
+    _as_out_shape(x, node, mean, outs[0], 0)
+    _as_out_shape(x, node, var, outs[1], 1)
