@@ -1121,3 +1121,44 @@ def _moments(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
     mean = mean_k if keep else x.add1("ReduceMean", [ins[0], ax], keepdims=0)
     _as_out_shape(x, node, mean, outs[0], 0)
     _as_out_shape(x, node, var, outs[1], 1)
+
+
+@_reg("GroupNorm")
+def _group_norm(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    p = node.params
+    if len(outs) > 1:
+        raise _fail(node, "output_mean_var (batch statistics are a training output)")
+    shape = _in_shape(x, node)
+    g = int(p.num_groups)
+    grouped = _reshape(x, ins[0], [shape[0], g, -1], codes=True)
+    ax = _axes(x, [2])
+    mean = x.add1("ReduceMean", [grouped, ax], keepdims=1)
+    d = x.add1("Sub", [grouped, mean])
+    var = x.add1("ReduceMean", [x.add1("Mul", [d, d]), ax], keepdims=1)
+    y = x.add1("Div", [d, x.add1("Sqrt", [x.add1("Add", [var, _scalar(x, node, p.eps)])])])
+    gamma = _reshape(x, ins[1], [1, g, 1])
+    beta = _reshape(x, ins[2], [1, g, 1])
+    _reshape(x, x.add1("Add", [x.add1("Mul", [y, gamma]), beta]), shape, outs[0])
+
+
+def _nan_reduce(op_type: str, fill: float) -> Converter:
+    def conv(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+        if _in_dtype(x, node).kind != "f":
+            _reduce(op_type)(x, node, ins, outs)
+            return
+        clean = x.add1("Where", [x.add1("IsNaN", ins[:1]), _scalar(x, node, fill), ins[0]])
+        _reduce(op_type)(x, node, [clean], outs)
+    return conv
+
+
+CONVERTERS["nansum"] = _nan_reduce("ReduceSum", 0.0)
+CONVERTERS["nanprod"] = _nan_reduce("ReduceProd", 1.0)
+CONVERTERS["_square_sum"] = _reduce("ReduceSumSquare")
+
+
+@_reg("batch_take")
+def _batch_take(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    m = _in_shape(x, node)[-1]
+    idx = x.add1("Clip", [x.cast(ins[1], np.int64), x.const(0), x.const(m - 1)])
+    y = x.add1("GatherElements", [ins[0], x.add1("Unsqueeze", [idx, _axes(x, [1])])], axis=1)
+    _as_out_shape(x, node, y, outs[0])
