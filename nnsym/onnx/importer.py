@@ -49,6 +49,7 @@ class Importer:
         for name, v in self.consts.items():
             self.shapes[name] = tuple(v.shape)
         self.node: Any = None
+        self.shape_source: dict[str, str] = {}  # Shape node outputs -> the tensor measured
 
     # --- inputs -------------------------------------------------------------------------------
     def sym(self, name: str) -> Symbol:
@@ -481,7 +482,8 @@ def _axes_of(m: Importer, ins: list[str], a: dict[str, Any]) -> tuple[int, ...] 
 
 
 REDUCE = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min",
-          "ReduceProd": "prod", "ReduceL1": "norm", "ReduceL2": "norm"}
+          "ReduceProd": "prod", "ReduceL1": "norm", "ReduceL2": "norm",
+          "ReduceSumSquare": "_square_sum"}
 
 
 def _reduce(op: str) -> Translation:
@@ -528,8 +530,14 @@ def _gather_elements(m: Importer, ins: list[str], a: dict[str, Any]) -> Symbol:
     axis = int(a.get("axis", 0))
     if m.shape(ins[1])[axis] != 1:
         raise m.error("GatherElements with more than one index along the axis")
-    idx = _op("squeeze")(m.sym(ins[1]), axis=axis)
-    return _op("pick")(m.sym(ins[0]), idx, axis=axis, keepdims=True, mode="wrap", name=_nm(m))
+    return _op("pick")(m.sym(ins[0]), m.sym(ins[1]), axis=axis, keepdims=True, mode="wrap",
+                       name=_nm(m))
+
+
+@_reg("IsNaN")
+def _isnan(m: Importer, ins: list[str], a: dict[str, Any]) -> Symbol:
+    x = m.sym(ins[0])
+    return _op("broadcast_not_equal")(x, x, name=_nm(m))  # only NaN differs from itself
 
 
 @_reg("GatherND")
@@ -667,6 +675,7 @@ def _topk(m: Importer, ins: list[str], a: dict[str, Any]) -> list[Symbol]:
 def _shape(m: Importer, ins: list[str], a: dict[str, Any]) -> Symbol:
     if "start" in a or "end" in a:
         raise m.error("Shape with start/end")
+    m.shape_source[_nm(m)] = ins[0]
     return _op("shape_array")(m.sym(ins[0]), name=_nm(m))
 
 
@@ -686,9 +695,17 @@ def _one_hot(m: Importer, ins: list[str], a: dict[str, Any]) -> Symbol:
 
 
 @_reg("ConstantOfShape")
-def _constant_of_shape(m: Importer, ins: list[str], a: dict[str, Any]) -> None:
+def _constant_of_shape(m: Importer, ins: list[str], a: dict[str, Any]) -> Symbol | None:
     v = a.get("value")
     value = onnx().numpy_helper.to_array(v).reshape(-1) if v is not None else np.zeros(1)
+    src = m.shape_source.get(ins[0])
+    if src is not None:  # ConstantOfShape(Shape(x)): zeros_like / ones_like of x
+        x = m.sym(src)
+        if float(value[0]) == 0.0:
+            return _op("zeros_like")(x, name=_nm(m))
+        if float(value[0]) == 1.0:
+            return _op("ones_like")(x, name=_nm(m))
+        return _op("_plus_scalar")(_op("zeros_like")(x), scalar=float(value[0]), name=_nm(m))
     shape = tuple(int(d) for d in m.const(ins[0], "ConstantOfShape's shape"))
     arr = np.full(shape, value[0], dtype=value.dtype if v is not None else np.float32)
     m.consts[_nm(m)] = arr
