@@ -57,8 +57,10 @@ class Importer:
         if name in self.syms:
             return self.syms[name]
         if name in self.consts:
-            self.params[name] = self.consts[name]
-            s = S.var(name)
+            v = self.consts[name]
+            self.params[name] = v
+            # NOTE: the shape is recorded so simple_bind needs only the data shapes
+            s = S.var(name, shape=v.shape, dtype=v.dtype)
             self.syms[name] = s
             return s
         raise self.error(f"input '{name}' is not produced by any earlier node")
@@ -105,7 +107,7 @@ class Importer:
         while name in self.consts or name in self.params:
             name += "_"
         self.params[name] = value
-        return S.var(name)
+        return S.var(name, shape=value.shape, dtype=value.dtype)
 
 
 Translation = Callable[[Importer, list[str], dict[str, Any]], Any]
