@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from nnsym.ir.graph import Node
-from nnsym.onnx._lazy import OnnxError
-from nnsym.onnx.export import Exporter
+from nnsym.onnx._lazy import OnnxError, onnx
+from nnsym.onnx.exporter import Exporter
 
 Converter = Callable[[Exporter, Node, list[str], list[str]], None]
 CONVERTERS: dict[str, Converter] = {}
@@ -390,8 +390,6 @@ def _cast(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
 def _fill_like(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
     dt = x.out_dtype(node)
     value = np.array([1 if node.op_name == "ones_like" else 0], dtype=dt)
-    from nnsym.onnx._lazy import onnx  # noqa: PLC0415  # NOTE: optional dependency
-
     x.add("ConstantOfShape", [x.add1("Shape", ins)], outs,
           value=onnx().numpy_helper.from_array(value))
 
