@@ -1160,3 +1160,79 @@ def _batch_take(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> Non
     idx = x.add1("Clip", [x.cast(ins[1], np.int64), x.const(0), x.const(m - 1)])
     y = x.add1("GatherElements", [ins[0], x.add1("Unsqueeze", [idx, _axes(x, [1])])], axis=1)
     _as_out_shape(x, node, y, outs[0])
+
+
+# --- sequences (time axis ``axis``, batch axis the other of the first two) ------------------------
+def _lengths(x: Exporter, node: Node, name: str) -> str:
+    return x.cast(name, np.int64)
+
+
+@_reg("SequenceMask")
+def _sequence_mask(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    p = node.params
+    if not p.use_sequence_length:
+        x.add("Identity", ins[:1], outs)
+        return
+    shape = _in_shape(x, node)
+    a = int(p.axis)
+    t, n = shape[a], shape[1 - a]
+    steps = x.const(np.arange(t).reshape((t, 1) if a == 0 else (1, t)), np.int64)
+    lens = _reshape(x, _lengths(x, node, ins[1]), (1, n) if a == 0 else (n, 1))
+    mask = x.add1("Less", [steps, lens])
+    if len(shape) > 2:
+        mask = _reshape(x, mask, [*shape[:2]] + [1] * (len(shape) - 2))
+    x.add("Where", [mask, ins[0], _scalar(x, node, p.value)], outs)
+
+
+@_reg("SequenceLast")
+def _sequence_last(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    p = node.params
+    shape = _in_shape(x, node)
+    a = int(p.axis)
+    if not p.use_sequence_length:
+        x.add("Gather", [ins[0], x.const(shape[a] - 1)], outs, axis=a)
+        return
+    n = shape[1 - a]
+    last = x.add1("Sub", [_lengths(x, node, ins[1]), x.const(1)])
+    last = x.add1("Clip", [last, x.const(0), x.const(shape[a] - 1)])
+    idx_shape = [1] * len(shape)
+    idx_shape[1 - a] = n
+    idx = _reshape(x, last, idx_shape)
+    full = list(shape)
+    full[a] = 1
+    idx = x.add1("Expand", [idx, x.const(full)])
+    y = x.add1("GatherElements", [ins[0], idx], axis=a)
+    x.add("Squeeze", [y, _axes(x, [a])], outs)
+
+
+@_reg("SequenceReverse")
+def _sequence_reverse(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    p = node.params
+    if int(p.axis) != 0:
+        raise _fail(node, f"axis {p.axis}")
+    if not p.use_sequence_length:
+        x.add("Slice", [ins[0], x.const([-1]), x.const([INT64_MIN]), x.const([0]),
+                        x.const([-1])], outs)
+        return
+    x.add("ReverseSequence", [ins[0], _lengths(x, node, ins[1])], outs, batch_axis=1,
+          time_axis=0)
+
+
+@_reg("softmax_cross_entropy")
+def _softmax_cross_entropy(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    logp = x.add1("LogSoftmax", ins[:1], axis=1)
+    idx = x.add1("Unsqueeze", [x.cast(ins[1], np.int64), _axes(x, [1])])
+    picked = x.add1("GatherElements", [logp, idx], axis=1)
+    total = x.add1("ReduceSum", [picked], keepdims=0)
+    _reshape(x, x.add1("Neg", [total]), [1], outs[0])
+
+
+@_reg("scatter_nd")
+def _scatter_nd(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    out = x.out_shape(node)
+    n = len(_in_shape(x, node, 1))
+    zero = onnx().numpy_helper.from_array(np.zeros(1, x.out_dtype(node)))
+    base = x.add1("ConstantOfShape", [x.const(list(out))], value=zero)
+    idx = x.cast(ins[1], np.int64)
+    idx = x.add1("Transpose", [idx], perm=list(range(1, n)) + [0])
+    x.add("ScatterND", [base, idx, ins[0]], outs)

@@ -811,3 +811,21 @@ def get_model_metadata(model_file: str | os.PathLike[str]) -> dict[str, list[tup
     return {"input_tensor_data": [(vi.name, dims(vi)) for vi in model.graph.input
                                   if vi.name not in inits],
             "output_tensor_data": [(vi.name, dims(vi)) for vi in model.graph.output]}
+
+
+@_reg("ReverseSequence")
+def _reverse_sequence(m: Importer, ins: list[str], a: dict[str, Any]) -> Symbol:
+    if int(a.get("time_axis", 0)) != 0 or int(a.get("batch_axis", 1)) != 1:
+        raise m.error("only time_axis=0, batch_axis=1 maps to SequenceReverse")
+    return _op("SequenceReverse")(m.sym(ins[0]), m.sym(ins[1]), use_sequence_length=True,
+                                  name=_nm(m))
+
+
+@_reg("ScatterND")
+def _scatter_nd(m: Importer, ins: list[str], a: dict[str, Any]) -> Symbol:
+    base = m.consts.get(ins[0])
+    if base is None or base.any() or a.get("reduction", "none") != "none":
+        raise m.error("only a scatter into zeros maps to scatter_nd")
+    r = m.rank(ins[1])
+    idx = _op("transpose")(m.sym(ins[1]), axes=(r - 1, *range(r - 1)))
+    return _op("scatter_nd")(m.sym(ins[2]), idx, shape=tuple(base.shape), name=_nm(m))

@@ -35,8 +35,8 @@ REFUSED = {
     ("cast_storage", "(0, 3)"), ("_square_sum", "(0, 3)"),
 }
 # Operators with no ONNX counterpart at all (special functions, sequence/sparse-only ops).
-UNMAPPED = {"SequenceLast", "SequenceMask", "SequenceReverse", "_sparse_retain", "diag",
-            "erfinv", "gamma", "gammaln", "scatter_nd", "softmax_cross_entropy"}
+UNMAPPED = {"_sparse_retain", "diag",
+            "erfinv", "gamma", "gammaln"}
 
 
 def _refused(op: OpDef, ex: Example) -> bool:
