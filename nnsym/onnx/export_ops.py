@@ -1236,3 +1236,29 @@ def _scatter_nd(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> Non
     idx = x.cast(ins[1], np.int64)
     idx = x.add1("Transpose", [idx], perm=list(range(1, n)) + [0])
     x.add("ScatterND", [base, idx, ins[0]], outs)
+
+
+@_reg("diag")
+def _diag(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    p = node.params
+    shape = _in_shape(x, node)
+    k = int(p.k)
+    if len(shape) == 1:  # a square matrix with the vector on its k-th diagonal
+        n = shape[0]
+        size = n + abs(k)
+        rows = np.arange(n) + max(-k, 0)
+        idx = np.stack([rows, rows + k], axis=1)
+        zero = onnx().numpy_helper.from_array(np.zeros(1, _in_dtype(x, node)))
+        base = x.add1("ConstantOfShape", [x.const([size, size])], value=zero)
+        x.add("ScatterND", [base, x.const(idx), ins[0]], outs)
+        return
+    nd = len(shape)
+    a1, a2 = p.axis1 % nd, p.axis2 % nd
+    rest = [i for i in range(nd) if i not in (a1, a2)]
+    length = max(0, min(shape[a1] - max(-k, 0), shape[a2] - max(k, 0)))
+    if length == 0:
+        raise _fail(node, "an empty diagonal")
+    front = x.add1("Transpose", ins[:1], perm=[a1, a2, *rest])
+    rows = np.arange(length) + max(-k, 0)
+    picked = x.add1("GatherND", [front, x.const(np.stack([rows, rows + k], axis=1))])
+    x.add("Transpose", [picked], outs, perm=[*range(1, len(rest) + 1), 0])

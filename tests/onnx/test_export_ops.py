@@ -32,10 +32,10 @@ REFUSED = {
     ("Pooling", "pooling_convention=same"), ("LRN", "nsize=4"),
     ("LeakyReLU", "act_type=rrelu"), ("softmax", "use_length=True"),
     ("softmin", "use_length=True"), ("topk", "ret_typ=mask"), ("one_hot", "depth=0"),
-    ("cast_storage", "(0, 3)"), ("_square_sum", "(0, 3)"),
+    ("cast_storage", "(0, 3)"), ("_square_sum", "(0, 3)"), ("diag", "[k=4]"),
 }
 # Operators with no ONNX counterpart at all (special functions, sequence/sparse-only ops).
-UNMAPPED = {"_sparse_retain", "diag",
+UNMAPPED = {"_sparse_retain",
             "erfinv", "gamma", "gammaln"}
 
 
