@@ -83,7 +83,7 @@ UNARY = {
     "arcsinh": "Asinh", "arccosh": "Acosh", "arctanh": "Atanh", "floor": "Floor",
     "ceil": "Ceil", "rint": "Round", "sign": "Sign", "erf": "Erf", "sigmoid": "Sigmoid",
     "relu": "Relu", "softsign": "Softsign", "_copy": "Identity", "BlockGrad": "Identity",
-    "make_loss": "Identity", "MakeLoss": "Identity", "Dropout": "Identity",
+    "make_loss": "Identity", "MakeLoss": "Identity",
     "LinearRegressionOutput": "Identity", "MAERegressionOutput": "Identity",
     "LogisticRegressionOutput": "Sigmoid", "SVMOutput": "Identity", "cast_storage": "Identity",
 }
@@ -111,6 +111,15 @@ def _integral_identity(conv: Converter) -> Converter:
 
 for _name in ("floor", "ceil", "rint"):
     CONVERTERS[_name] = _integral_identity(CONVERTERS[_name])
+
+
+@_reg("Dropout")
+def _dropout(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    if node.params.mode == "always" and node.params.p > 0:
+        raise _fail(node, "mode 'always' (dropout at inference)")
+    x.add("Identity", ins[:1], outs[:1])
+    if len(outs) > 1:
+        raise _fail(node, "the mask output")
 
 
 def _then_scale(factor: float, first: str) -> Converter:

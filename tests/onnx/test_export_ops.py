@@ -16,6 +16,7 @@ from nnsym.onnx import OnnxError  # noqa: E402
 from nnsym.onnx.export import export_onnx_model  # noqa: E402
 from nnsym.onnx.export_ops import CONVERTERS  # noqa: E402
 from nnsym.ops import REGISTRY  # noqa: E402
+from nnsym.runtime.imperative import run_op  # noqa: E402
 from nnsym.testing import make_inputs, reference_outputs  # noqa: E402
 
 ort.set_default_logger_severity(3)
@@ -58,7 +59,16 @@ def _run(model, names: list[str], ins: list[np.ndarray]) -> list[np.ndarray]:
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{op.name}-{ex}" for op, ex in CASES])
 def test_one_node_export_matches_reference(case):
-    op, ex = case
+    _check_export(*case, compiled=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES, ids=[f"{op.name}-{ex}" for op, ex in CASES])
+def test_one_node_export_matches_compiled_kernel(case):
+    _check_export(*case, compiled=True)
+
+
+def _check_export(op: OpDef, ex: Example, compiled: bool) -> None:
     ins = make_inputs(op, ex)
     if _refused(op, ex):
         with pytest.raises(OnnxError, match=r"node 'node'|shape of"):
@@ -77,8 +87,12 @@ def test_one_node_export_matches_reference(case):
         s, model = _export(op, ex, ins)
         got = _run(model, s.list_inputs(), ins)
     params, _ = op.parse_params(ex.params)
-    with np.errstate(all="ignore"):
-        want = reference_outputs(op, params, ins)[: op.num_visible(params)]
+    n = op.num_visible(params)
+    if compiled:  # nnsym's own kernel on the same inputs
+        want = run_op(op, dict(ex.params), ins)[:n]
+    else:
+        with np.errstate(all="ignore"):
+            want = reference_outputs(op, params, ins)[:n]
     assert len(got) == len(want)
     tol = 2e-2 if any(a.dtype == np.float16 for a in ins) else 1e-4
     for g, w in zip(got, want):

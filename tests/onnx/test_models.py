@@ -111,6 +111,30 @@ def test_dynamic_batch(tmp_path):
                                rtol=1e-4, atol=1e-6)
 
 
+def test_run_shape_inference_annotates_intermediates(tmp_path):
+    sym, _ = demo_symbols()["convnet"]
+    args, aux = random_params(sym, {"data": (2, 3, 32, 32)})
+    plain = onnx.load(export_model(sym, [args, aux], [(2, 3, 32, 32)], np.float32,
+                                   tmp_path / "a.onnx"))
+    inferred = onnx.load(export_model(sym, [args, aux], [(2, 3, 32, 32)], np.float32,
+                                      tmp_path / "b.onnx", run_shape_inference=True))
+    assert not plain.graph.value_info
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+              for v in inferred.graph.value_info}
+    assert shapes["pool1"] == [2, 8, 16, 16]
+
+
+def test_dropout_at_inference(tmp_path):
+    x = S.Variable("data")
+    path = export_model(S.Dropout(x, p=0.5, name="d"), {}, [(2, 3)], np.float32,
+                        tmp_path / "d.onnx")
+    data = np.ones((2, 3), np.float32)
+    np.testing.assert_array_equal(ort_run(path, data), data)  # identity at inference
+    with pytest.raises(OnnxError, match=r"node 'd'.*mode 'always'"):
+        export_model(S.Dropout(x, p=0.5, mode="always", name="d"), {}, [(2, 3)], np.float32,
+                     tmp_path / "e.onnx")
+
+
 def test_reshape_special_codes_are_resolved(tmp_path):
     x = S.Variable("data")
     y = S.Reshape(x, shape=(-3, -2), name="r")  # MXNet-only codes: merge two dims, copy rest
