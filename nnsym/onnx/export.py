@@ -155,8 +155,8 @@ def export_onnx_model(sym: Symbol, weights: Mapping[str, np.ndarray],
 
     graph_inputs = []
     for nid, node in enumerate(x.idx.nodes):
-        if node.op is not None:
-            continue
+        if node.op is not None or (node.name == label and node.name not in weights):
+            continue  # the loss layer's label is no input of the inference graph
         name = x.fresh(node.name)
         x.entry_names[(nid, 0)] = name
         if node.name in weights:
@@ -171,7 +171,7 @@ def export_onnx_model(sym: Symbol, weights: Mapping[str, np.ndarray],
                 dims = [d if d is not None else f"{name}_dim{j}" for j, d in enumerate(dims)]
             graph_inputs.append(ox.helper.make_tensor_value_info(name, tensor_type(types[k]),
                                                                  list(dims)))
-        elif node.name != label:
+        else:
             raise OnnxError(f"input '{node.name}' has no value in params and no shape")
 
     for nid, node in enumerate(x.idx.nodes):

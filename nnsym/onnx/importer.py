@@ -785,6 +785,11 @@ def import_onnx_model(model: Any) -> tuple[Symbol, dict[str, NDArray], dict[str,
 def import_model(model_file: str | os.PathLike[str]) -> tuple[Symbol, dict[str, NDArray],
                                                               dict[str, NDArray]]:
     """Read an ONNX file as ``(sym, arg_params, aux_params)`` (MXNet's ``onnx.import_model``)."""
+    return import_onnx_model(_load(model_file))
+
+
+def _load(model_file: str | os.PathLike[str]) -> Any:
+    """The ModelProto of a file, read by onnx's protobuf loader (bounded, no external data)."""
     size = Path(model_file).stat().st_size
     if size > MAX_FILE_BYTES:
         raise OnnxError(f"{model_file}: {size} bytes is more than one ONNX protobuf can hold")
@@ -795,13 +800,12 @@ def import_model(model_file: str | os.PathLike[str]) -> tuple[Symbol, dict[str, 
         raise OnnxError(f"{model_file}: not a readable ONNX model: {e}") from None
     if any(t.data_location == ox.TensorProto.EXTERNAL for t in model.graph.initializer):
         raise OnnxError(f"{model_file}: initializers stored in external files are not read")
-    return import_onnx_model(model)
+    return model
 
 
 def get_model_metadata(model_file: str | os.PathLike[str]) -> dict[str, list[tuple[str, Any]]]:
     """``{'input_tensor_data': [(name, shape)], 'output_tensor_data': [...]}`` as MXNet's."""
-    ox = onnx()
-    model = ox.load_model(os.fspath(model_file), load_external_data=False)
+    model = _load(model_file)
     inits = {t.name for t in model.graph.initializer}
 
     def dims(vi: Any) -> tuple[Any, ...]:
