@@ -37,7 +37,7 @@ class Importer:
         self.params: dict[str, np.ndarray] = {}
         self.shapes: dict[str, tuple[int | None, ...]] = {}
         try:
-            inferred = ox.shape_inference.infer_shapes(model)
+            inferred = ox.shape_inference.infer_shapes(model, data_prop=True)
             infos = [*inferred.graph.value_info, *inferred.graph.input, *inferred.graph.output]
         except Exception:  # NOTE: shapes are a help only; translations that need one say so
             infos = [*g.input, *g.output]
@@ -435,7 +435,8 @@ def _flatten(m: Importer, ins: list[str], a: dict[str, Any]) -> Symbol:
     if axis == 1:
         return _op("Flatten")(m.sym(ins[0]), name=_nm(m))
     shape = m.shape(ins[0])
-    axis %= len(shape) + 1
+    if axis < 0:
+        axis += len(shape)
     lead = int(np.prod(shape[:axis]))
     return _op("Reshape")(m.sym(ins[0]), shape=(lead, -1), name=_nm(m))
 
@@ -736,6 +737,45 @@ def _constant(m: Importer, ins: list[str], a: dict[str, Any]) -> None:
 IMPORTERS["Constant"] = _constant
 
 
+# Operators evaluated at import time when every input is a known constant (and Shape when its
+# input's shape is known): the shape arithmetic exporters such as MXNet's write around Reshape.
+FOLDABLE = frozenset({
+    "Add", "Cast", "Ceil", "Concat", "ConstantOfShape", "Div", "Equal", "Expand", "Floor",
+    "Gather", "Identity", "Max", "Min", "Mul", "Neg", "Range", "ReduceProd", "Reshape", "Size",
+    "Slice", "Squeeze", "Sub", "Transpose", "Unsqueeze", "Where"})
+FOLD_MAX_ELEMENTS = 1 << 20
+
+
+def _fold(m: Importer, node: Any) -> bool:
+    """Store the node's outputs as constants when they can be computed now; True if done."""
+    ins = [n for n in node.input if n]
+    if node.op_type == "Shape":
+        s = m.shapes.get(ins[0])
+        if s is not None and all(d is not None for d in s):
+            a = m.attrs()
+            value = np.array(s, np.int64)[a.get("start", 0):a.get("end", len(s))]
+            m.consts[node.output[0]] = value  # NOTE: the Shape translation still makes a symbol
+            m.shapes[node.output[0]] = tuple(value.shape)
+        return False
+    if node.op_type not in FOLDABLE or not all(n in m.consts for n in ins):
+        return False
+    if any(m.consts[n].size > FOLD_MAX_ELEMENTS for n in ins) or (
+            node.op_type == "ConstantOfShape" and ins[0] in m.shape_source):
+        return False
+    from onnx.reference import ReferenceEvaluator  # noqa: PLC0415  # NOTE: optional dependency
+
+    try:
+        outs = ReferenceEvaluator(node).run(None, {n: m.consts[n] for n in ins})
+    except Exception as e:
+        raise m.error(f"cannot evaluate this constant expression: {e}") from None
+    for name, value in zip(node.output, outs):
+        if name:
+            arr = np.asarray(value)
+            m.consts[name] = arr
+            m.shapes[name] = tuple(arr.shape)
+    return True
+
+
 def import_onnx_model(model: Any) -> tuple[Symbol, dict[str, NDArray], dict[str, NDArray]]:
     """``(sym, arg_params, aux_params)`` of an ``onnx.ModelProto``."""
     m = Importer(model)
@@ -750,6 +790,8 @@ def import_onnx_model(model: Any) -> tuple[Symbol, dict[str, NDArray], dict[str,
         m.node = node
         if node.domain not in ("", "ai.onnx"):
             raise m.error(f"operator domain '{node.domain}' is not supported")
+        if _fold(m, node):
+            continue
         tr = IMPORTERS.get(node.op_type)
         if tr is None:
             raise m.error("this ONNX operator has no nnsym translation")
