@@ -1,6 +1,7 @@
 """Make the ONNX fixtures with MXNet 1.9.1's own exporter (run in the reference venv):
 
-    PYTHONPATH=<dir with onnx==1.14.1, protobuf==3.20.3> ~/mxref/bin/python \
+    MXNET_SUBGRAPH_BACKEND=NONE PYTHONPATH=<dir with onnx==1.14.1, protobuf==3.20.3> \
+        ~/mxref/bin/python \
         tests/golden/onnx/make_onnx_fixtures.py
 
 Writes <name>.onnx (exported by mx.onnx.export_model) and <name>.npz (the input and MXNet's
