@@ -216,3 +216,19 @@ def test_missing_onnx_names_the_extra(monkeypatch):
     monkeypatch.setattr(_lazy.importlib, "import_module", fake)
     with pytest.raises(OnnxMissingError, match=r"nnsym\[onnx\]"):
         _lazy.onnx()
+
+
+def test_group_outputs_keep_their_names(tmp_path):
+    x = S.Variable("data")
+    a = S.Activation(x, act_type="tanh", name="t")
+    parts = S.SliceChannel(a, num_outputs=2, axis=1, name="split")
+    g = S.Group([parts[1], S.sum(a, axis=1, name="s")])
+    path = export_model(g, {}, [(2, 4)], np.float32, tmp_path / "g.onnx")
+    sess = ort.InferenceSession(str(path))
+    assert [o.name for o in sess.get_outputs()] == ["split1", "s"]
+    data = np.random.default_rng(6).normal(size=(2, 4)).astype(np.float32)
+    second, total = sess.run(None, {"data": data})
+    np.testing.assert_allclose(second, np.tanh(data)[:, 2:], rtol=1e-6)
+    np.testing.assert_allclose(total, np.tanh(data).sum(axis=1), rtol=1e-5)
+    sym2, _, _ = import_model(path)
+    assert sym2.list_outputs() == ["split_output1", "s_output"]
