@@ -710,6 +710,8 @@ def _constant_of_shape(m: Importer, ins: list[str], a: dict[str, Any]) -> Symbol
             return _op("ones_like")(x, name=_nm(m))
         return _op("_plus_scalar")(_op("zeros_like")(x), scalar=float(value[0]), name=_nm(m))
     shape = tuple(int(d) for d in m.const(ins[0], "ConstantOfShape's shape"))
+    if float(np.prod(np.array(shape, np.float64))) > FOLD_MAX_ELEMENTS:
+        raise m.error(f"a constant of shape {shape} is too large to build")
     arr = np.full(shape, value[0], dtype=value.dtype if v is not None else np.float32)
     m.consts[_nm(m)] = arr
     m.shapes[_nm(m)] = shape
@@ -762,6 +764,8 @@ def _fold(m: Importer, node: Any) -> bool:
     if any(m.consts[n].size > FOLD_MAX_ELEMENTS for n in ins) or (
             node.op_type == "ConstantOfShape" and ins[0] in m.shape_source):
         return False
+    if _fold_size(m, node) > FOLD_MAX_ELEMENTS:
+        return False  # too large to precompute; the translation decides
     from onnx.reference import ReferenceEvaluator  # noqa: PLC0415  # NOTE: optional dependency
 
     try:
@@ -774,6 +778,20 @@ def _fold(m: Importer, node: Any) -> bool:
             m.consts[name] = arr
             m.shapes[name] = tuple(arr.shape)
     return True
+
+
+def _fold_size(m: Importer, node: Any) -> float:
+    """An upper bound of the elements a foldable node would create (the ones that can grow)."""
+    c = [m.consts[n] for n in node.input if n]
+    if node.op_type == "ConstantOfShape":
+        return float(np.prod(c[0].astype(np.float64)))
+    if node.op_type == "Expand":
+        shape = np.broadcast_shapes(tuple(int(v) for v in c[1]), c[0].shape)
+        return float(np.prod(np.array(shape, np.float64)))
+    if node.op_type == "Range":
+        start, limit, delta = (float(v.reshape(())) for v in c[:3])
+        return abs((limit - start) / delta) if delta else float("inf")
+    return 0.0
 
 
 def import_onnx_model(model: Any) -> tuple[Symbol, dict[str, NDArray], dict[str, NDArray]]:

@@ -128,3 +128,13 @@ def test_mxnet_exported_models_import_and_match_mxnet(name):
     np.testing.assert_allclose(got, ref["output"], rtol=1e-5, atol=1e-6)
     if name == "convnet":
         assert set(aux) == {"bn1_moving_mean", "bn1_moving_var"}
+
+
+def test_huge_constants_are_not_built(tmp_path):
+    n = helper.make_node
+    big = numpy_helper.from_array(np.array([1 << 20, 1 << 20], np.int64), "shape")
+    model = _model([n("ConstantOfShape", ["shape"], ["c"]), n("Add", ["x", "c"], ["y"])],
+                   [big], (2, 3))
+    onnx.save(model, str(tmp_path / "big.onnx"))
+    with pytest.raises(OnnxError, match="too large"):
+        import_model(tmp_path / "big.onnx")
