@@ -30,6 +30,8 @@ from nnsym.ir.graph import Entry, Graph
 from nnsym.ir.json import graph_to_json
 from nnsym.ir.opdef import all_names, mxnet_operator_names
 from nnsym.model import load_checkpoint
+from nnsym.onnx import OPSET as ONNX_OPSET
+from nnsym.onnx import export_checkpoint
 from nnsym.ops import REGISTRY
 from nnsym.runtime.imperative import run_op
 from nnsym.symbol.json_io import infer_for_dump, load
@@ -188,6 +190,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"outputs written to {args.save}")
     print(f"forward: {np.median(times) * 1e3:.3f} ms per run (median of {len(times)}), "
           f"planned memory {exe.plan.total_bytes:,} bytes")
+    return 0
+
+
+def cmd_export_onnx(args: argparse.Namespace) -> int:
+    """Export a checkpoint to ONNX (``nnsym.onnx.export_checkpoint``)."""
+    path = export_checkpoint(args.prefix, args.epoch, dict(args.shape), args.out,
+                             dict(args.dtype))
+    print(f"wrote {path} (ONNX opset {ONNX_OPSET})")
     return 0
 
 
@@ -546,6 +556,16 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--repeat", type=int, default=10, help="timed runs (default 10)")
     pr.add_argument("--save", metavar="OUT.params", help="write the outputs (nd.save format)")
     pr.set_defaults(func=cmd_run)
+    px = sub.add_parser("export-onnx", help="write a checkpoint (PREFIX-symbol.json, "
+                        "PREFIX-EPOCH.params) as an ONNX model (needs nnsym[onnx])")
+    px.add_argument("prefix", help="checkpoint prefix")
+    px.add_argument("epoch", type=int, help="checkpoint epoch")
+    px.add_argument("--shape", action="append", type=_parse_shape, default=[],
+                    metavar="NAME=D1,D2,...", help="data input shape (repeatable, required)")
+    px.add_argument("--dtype", action="append", type=_parse_dtype, default=[],
+                    metavar="NAME=DTYPE", help="data input dtype (default float32)")
+    px.add_argument("--out", required=True, metavar="FILE.onnx", help="the ONNX file to write")
+    px.set_defaults(func=cmd_export_onnx)
     pp = sub.add_parser("plot", help="draw a symbol JSON (or checkpoint prefix) with shapes "
                         "on the edges (Graphviz dot; DOT source where dot is missing)")
     pp.add_argument("model", help="MODEL-symbol.json, or a checkpoint prefix")
