@@ -5,6 +5,7 @@ killed mid-training; the launcher; data partitioning; the errors without MPI."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -165,3 +166,16 @@ def test_ndarrayiter_parts_are_contiguous_and_cover_the_data():
     for bad in [{"num_parts": 2, "part_index": 2}, {"num_parts": 0}]:
         with pytest.raises(DataIterError, match="part_index"):
             mio.NDArrayIter(x, y, **bad)
+
+
+@needs_mpi
+def test_the_docs_training_script_runs_on_two_ranks(tmp_path):
+    text = (ROOT / "docs" / "distributed.md").read_text()
+    block = text.split("```python\n", 1)[1].split("```", 1)[0]
+    script = tmp_path / "train.py"
+    script.write_text(block)
+    r = _mpirun(["-n", "2", sys.executable, str(script)])
+    assert r.returncode == 0, r.stdout
+    sums = re.findall(r"rank (\d) of 2 weight sum (\S+)", r.stdout)
+    assert sorted(s[0] for s in sums) == ["0", "1"], r.stdout
+    assert sums[0][1] == sums[1][1]  # equal weights on both ranks
