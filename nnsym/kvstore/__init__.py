@@ -1,7 +1,8 @@
 """``nnsym.kvstore``: MXNet 1.x's key-value store for parameter synchronisation.
 
 ``create('local')`` (or 'device') gives a single-process store; ``create('dist_sync')`` (or
-'dist_device_sync') a store over MPI (``nnsym.kvstore.dist``, the ``nnsym[dist]`` extra).
+'dist_device_sync', or 'dist_async' with a server rank) a store over MPI
+(``nnsym.kvstore.dist``, ``nnsym.kvstore.dist_async``; the ``nnsym[dist]`` extra).
 ``KVStoreBase`` holds everything but the transport, so a distributed store subclasses it and
 supplies ``_allreduce``, ``_broadcast_init``, ``rank``, ``num_workers`` and ``_barrier``.
 """
@@ -35,8 +36,12 @@ def create(name: str = "local") -> KVStoreBase:
     if registered is not None:
         return registered()
     if kind.startswith("dist"):
-        from nnsym.kvstore.dist import DistKVStore  # noqa: PLC0415 -- MPI is optional
+        from nnsym.kvstore.dist import ASYNC_TYPES, DistKVStore  # noqa: PLC0415 -- MPI optional
 
+        if kind in ASYNC_TYPES:
+            from nnsym.kvstore.dist_async import get_store  # noqa: PLC0415
+
+            return get_store(kind)
         return DistKVStore(kind)
     if kind in ("nccl", "horovod", "byteps"):
         raise UnsupportedError(f"kvstore type {name!r} is not available; use 'local', "

@@ -1,5 +1,5 @@
 """Distributed kvstores over MPI (mpi4py, the ``nnsym[dist]`` extra): 'dist_sync' and
-'dist_device_sync'.
+'dist_device_sync' ('dist_async' is in ``dist_async.py``).
 
 Every MPI rank is a worker and keeps a full copy of every value; there is no server. A push
 sums the pushed values locally, then across ranks (dense: in-place allreduce, small keys fused
@@ -98,9 +98,8 @@ class DistKVStore(KVStoreBase):
         kind = name.lower()
         if kind in ASYNC_TYPES:
             raise UnsupportedError(
-                f"kvstore type {name!r}: asynchronous distributed training is not implemented "
-                "(MPI collectives are synchronous and nnsym has no parameter server); use "
-                "'dist_sync' or 'dist_device_sync' (see docs/distributed.md)")
+                f"kvstore type {name!r} is served by nnsym.kvstore.dist_async (a server "
+                "rank); create it with kvstore.create")
         if kind not in SYNC_TYPES:
             raise UnsupportedError(f"unknown distributed kvstore type {name!r}; expected one "
                                    f"of {list(SYNC_TYPES)}")

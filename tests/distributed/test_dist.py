@@ -145,9 +145,24 @@ def test_launch_without_mpiexec_names_the_extra(monkeypatch, capsys):
     assert "nnsym[dist]" in capsys.readouterr().err
 
 
-def test_dist_async_is_refused_clearly():
-    with pytest.raises(kvs.UnsupportedError, match=r"asynchronous.*not implemented"):
-        kvs.create("dist_async")
+@needs_mpi
+def test_dist_async_with_a_server_rank():
+    r = _mpirun(["-n", "3", sys.executable, str(SCRIPTS / "kv_async.py")],
+                NNSYM_KVSTORE_TIMEOUT="30")
+    assert r.returncode == 0, r.stdout  # the server rank exits 0 once both workers stopped
+    sums = re.findall(r"OK (\d) (\S+)", r.stdout)
+    assert sorted(s[0] for s in sums) == ["0", "1"], r.stdout
+    assert sums[0][1] == sums[1][1], r.stdout
+
+
+def test_dist_async_refuses_compression_and_sync_only_calls():
+    from nnsym.kvstore.dist_async import DistAsyncKVStore
+
+    kv = DistAsyncKVStore.__new__(DistAsyncKVStore)  # no MPI needed for these refusals
+    with pytest.raises(kvs.UnsupportedError, match="dist_sync"):
+        kv.set_gradient_compression({"type": "2bit"})
+    with pytest.raises(kvs.UnsupportedError, match="server"):
+        kv.save_optimizer_states("x")
 
 
 def test_ndarrayiter_parts_are_contiguous_and_cover_the_data():
