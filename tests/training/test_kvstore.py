@@ -44,7 +44,7 @@ def test_create_local_types(name):
     kv._barrier()
 
 
-@pytest.mark.parametrize("name", ["dist_async", "nccl"])
+@pytest.mark.parametrize("name", ["nccl", "horovod"])
 def test_create_unavailable_distributed_types(name):
     with pytest.raises(kvs.UnsupportedError, match=name):
         kvs.create(name)
