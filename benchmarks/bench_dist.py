@@ -1,7 +1,7 @@
 """Data-parallel MLP training over the MPI kvstore: samples/s with 1 and 2 ranks, the share
 of step time spent in the kvstore's collectives, and a projection for N machines.
 
-    python benchmarks/bench_dist.py [--steps 30] [--batch 64] [--bandwidth-gbit 10]
+    python benchmarks/bench_dist.py [--steps 30] [--batch 64] [--bandwidth-gbit 10] [--threads 1]
 
 runs ``mpiexec -n 1`` and ``-n 2`` of itself (``--worker``) and prints a table. The
 projection assumes every rank computes as fast as the measured 1-rank step, and a ring
@@ -87,7 +87,8 @@ def worker(steps: int, batch: int, hidden: int) -> None:
 def run(n: int, args: argparse.Namespace) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    env.setdefault("OMP_NUM_THREADS", "1")
+    if args.threads:
+        env["NNSYM_NUM_THREADS"] = str(args.threads)
     cmd = [shutil.which("mpiexec") or "mpiexec", "-n", str(n), sys.executable, __file__,
            "--worker", "--steps", str(args.steps), "--batch", str(args.batch),
            "--hidden", str(args.hidden)]
@@ -103,6 +104,8 @@ def main() -> None:
     p.add_argument("--hidden", type=int, default=512)
     p.add_argument("--bandwidth-gbit", type=float, default=10.0)
     p.add_argument("--latency-us", type=float, default=20.0)
+    p.add_argument("--threads", type=int, default=0,
+                   help="NNSYM_NUM_THREADS per rank (default: every CPU, in every rank)")
     args = p.parse_args()
     if args.worker:
         worker(args.steps, args.batch, args.hidden)
