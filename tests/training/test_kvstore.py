@@ -44,7 +44,7 @@ def test_create_local_types(name):
     kv._barrier()
 
 
-@pytest.mark.parametrize("name", ["nccl", "horovod"])
+@pytest.mark.parametrize("name", ["nccl", "horovod", "dist_foo"])
 def test_create_unavailable_distributed_types(name):
     with pytest.raises(kvs.UnsupportedError, match=name):
         kvs.create(name)
