@@ -108,11 +108,15 @@ def test_a_dead_rank_stops_the_other_with_an_error_within_the_timeout(tmp_path):
 
 
 @needs_mpi
-def test_launch_runs_n_ranks_and_forwards_the_exit_status(capfd, monkeypatch):
+def test_launch_runs_n_ranks_and_forwards_the_exit_status(capfd, monkeypatch, tmp_path):
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    code = ("import sys; from mpi4py import MPI; c = MPI.COMM_WORLD; "
+    hosts = tmp_path / "hosts"
+    hosts.write_text("localhost:2\n" if is_hydra(MPIEXEC) else "localhost slots=2\n")
+    code = ("import os, sys; from mpi4py import MPI; c = MPI.COMM_WORLD; "
+            "assert os.environ['NNSYM_KVSTORE_TIMEOUT'] == '5.0'; "
             "print(f'rank {c.rank} of {c.size}', flush=True); sys.exit(3 * c.rank)")
-    assert main(["launch", "-n", "2", "--timeout", "5", sys.executable, "-c", code]) == 3
+    assert main(["launch", "-n", "2", "--hosts", str(hosts), "--timeout", "5", sys.executable,
+                 "-c", code]) == 3
     out = capfd.readouterr().out
     assert "rank 0 of 2" in out and "rank 1 of 2" in out
 
