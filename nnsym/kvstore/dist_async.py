@@ -22,7 +22,14 @@ import numpy as np
 from nnsym import ndarray as nd
 from nnsym import optimizer as _opt
 from nnsym.kvstore.base import Key, KVStoreBase
-from nnsym.kvstore.dist import DistKVStore, _bucket_bytes, _mpi, _optimizer_digest, _timeout
+from nnsym.kvstore.dist import (
+    DistKVStore,
+    _bucket_bytes,
+    _exit_without_finalize,
+    _mpi,
+    _optimizer_digest,
+    _timeout,
+)
 from nnsym.kvstore.errors import (
     DistMismatchError,
     DistributedError,
@@ -80,6 +87,8 @@ class DistAsyncKVStore(DistKVStore):
         self._comm.Set_errhandler(mpi.ERRORS_RETURN)
         if is_server:
             code = _Server(self).serve()
+            if code:
+                _exit_without_finalize()  # MPI_Finalize would wait for the dead workers
             sys.exit(code)
         self._stopped = False
         atexit.register(self.close)
@@ -92,8 +101,8 @@ class DistAsyncKVStore(DistKVStore):
                                "use 'dist_sync'")
 
     # -- point to point with the server
-    def _request(self, header: dict[str, Any], arrays: list[np.ndarray],
-                 what: str) -> tuple[dict[str, Any], list[np.ndarray]]:
+    def _request(self, header: dict[str, Any], arrays: list[np.ndarray], what: str,
+                 wait_forever: bool = False) -> tuple[dict[str, Any], list[np.ndarray]]:
         mpi, w, s = self._MPI, self._world, self._server
         header = {**header, "arrays": [_meta(a) for a in arrays]}
         reqs = [w.Isend([json.dumps(header).encode(), mpi.BYTE], dest=s, tag=TAG_REQ)]
@@ -103,7 +112,7 @@ class DistAsyncKVStore(DistKVStore):
         status = mpi.Status()
         deadline = time.monotonic() + self._timeout
         while not w.Iprobe(source=s, tag=TAG_REP, status=status):
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline and not wait_forever:
                 self._fail(f"kvstore {self._type}: worker {self.rank} waited more than "
                            f"{self._timeout:g} s (NNSYM_KVSTORE_TIMEOUT) for the server's "
                            f"answer to {what}; the server rank has died or stopped")
@@ -121,11 +130,17 @@ class DistAsyncKVStore(DistKVStore):
         return rep, out
 
     def close(self) -> None:
-        """Tells the server this worker is done (also run at interpreter exit)."""
+        """Tells the server this worker is done and waits until every worker is (run at
+        interpreter exit). When the server reports dead workers, this process leaves with
+        status 1 without MPI_Finalize, which would wait for them forever."""
         if self._stopped or self._broken is not None:
             return
         self._stopped = True
-        self._request({"op": "stop"}, [], "shutdown")
+        try:
+            self._request({"op": "stop"}, [], "shutdown", wait_forever=True)
+        except KVStoreError as e:
+            print(f"{type(e).__name__}: {e}", file=sys.stderr, flush=True)
+            _exit_without_finalize()
 
     # -- the store's operations
     def init(self, key: Any, value: Any) -> None:
@@ -224,12 +239,31 @@ class _Server:
     def serve(self) -> int:
         kv, mpi, w = self.kv, self.kv._MPI, self.kv._world
         workers = w.Get_size() - 1
-        stopped = 0
+        stopped: set[int] = set()
         status = mpi.Status()
-        while stopped < workers:
+
+        def answer(dest: int, rep: dict[str, Any], out: list[np.ndarray]) -> None:
+            rep["arrays"] = [_meta(a) for a in out]
+            w.Send([json.dumps(rep).encode(), mpi.BYTE], dest=dest, tag=TAG_REP)
+            for a in out:
+                w.Send([_bytes(np.ascontiguousarray(a)), mpi.BYTE], dest=dest, tag=TAG_REPDATA)
+
+        while len(stopped) < workers:
             delay = 0.0
+            last = time.monotonic()
             try:
                 while not w.Iprobe(source=mpi.ANY_SOURCE, tag=TAG_REQ, status=status):
+                    if stopped and time.monotonic() - last > kv._timeout:
+                        # NOTE: a worker may compute for long, but not once others are done
+                        missing = sorted(set(range(workers)) - stopped)
+                        msg = (f"workers {missing} did not shut down within {kv._timeout:g} s "
+                               "(NNSYM_KVSTORE_TIMEOUT) of the last request; they have "
+                               "probably died")
+                        print(f"kvstore dist_async server: {msg}", file=sys.stderr,
+                              flush=True)
+                        for dest in sorted(stopped):
+                            answer(dest, {"error": msg}, [])
+                        return 1
                     time.sleep(delay)
                     delay = min(2 * delay or 1e-5, 1e-3)
                 src = status.Get_source()
@@ -249,13 +283,12 @@ class _Server:
                 rep, out = self.handle(h, arrays)
             except Exception as e:  # reported to the worker that asked
                 rep, out = {"error": f"{type(e).__name__}: {e}"}, []
-            if h["op"] == "stop":
-                stopped += 1
-            rep["arrays"] = [_meta(a) for a in out]
-            w.Send([json.dumps(rep).encode(), mpi.BYTE], dest=src, tag=TAG_REP)
-            for a in out:
-                w.Send([_bytes(np.ascontiguousarray(a)), mpi.BYTE], dest=src, tag=TAG_REPDATA)
-        del kv
+            if h["op"] != "stop":
+                answer(src, rep, out)
+                continue
+            stopped.add(src)  # NOTE: answered when every worker has stopped (a rendezvous)
+        for dest in sorted(stopped):
+            answer(dest, {}, [])
         return 0
 
     def handle(self, h: dict[str, Any], arrays: list[np.ndarray]

@@ -84,19 +84,24 @@ def test_fit_dist_sync_equals_one_process_on_the_union_of_batches(model, tmp_pat
     assert max(np.abs(alone[k] - got[k]).max() for k in want) > 1e-2
 
 
+def _run_with_exit_codes(n: int, script: str, stamp: Path, rc_file: Path
+                        ) -> subprocess.CompletedProcess:
+    """``mpiexec -disable-auto-cleanup -n N`` of a wrapper that records each rank's own exit
+    status in ``rc_file.<rank>`` (mpiexec reports only the worst); NNSYM_KVSTORE_TIMEOUT=3."""
+    wrap = ("import os, signal, subprocess, sys; signal.signal(signal.SIGUSR1, lambda *a: None);"
+            "rc = subprocess.call(sys.argv[2:], close_fds=False); "
+            "open(sys.argv[1] + '.' + os.environ['PMI_RANK'], 'w').write(str(rc))")
+    return _mpirun(["-disable-auto-cleanup", "-n", str(n), sys.executable, "-c", wrap,
+                    str(rc_file), sys.executable, str(SCRIPTS / script), str(stamp)],
+                   timeout=60, NNSYM_KVSTORE_TIMEOUT="3")
+
+
 @needs_mpi
 def test_a_dead_rank_stops_the_other_with_an_error_within_the_timeout(tmp_path):
     if not is_hydra(MPIEXEC):
         pytest.skip("needs MPICH's mpiexec (-disable-auto-cleanup, PMI_RANK)")
-    stamp = tmp_path / "killed_at"
-    # a wrapper records rank 0's own exit status (mpiexec reports the worst of all ranks)
-    wrap = ("import os, signal, subprocess, sys; signal.signal(signal.SIGUSR1, lambda *a: None);"
-            "rc = subprocess.call(sys.argv[2:], close_fds=False); "
-            "open(sys.argv[1] + '.' + os.environ['PMI_RANK'], 'w').write(str(rc))")
-    rc_file = tmp_path / "rc"
-    r = _mpirun(["-disable-auto-cleanup", "-n", "2", sys.executable, "-c", wrap, str(rc_file),
-                 sys.executable, str(SCRIPTS / "kill.py"), str(stamp)],
-                timeout=60, NNSYM_KVSTORE_TIMEOUT="3")
+    stamp, rc_file = tmp_path / "killed_at", tmp_path / "rc"
+    r = _run_with_exit_codes(2, "kill.py", stamp, rc_file)
     done = time.time()
     assert stamp.exists(), r.stdout
     elapsed = done - float(stamp.read_text())
@@ -105,6 +110,24 @@ def test_a_dead_rank_stops_the_other_with_an_error_within_the_timeout(tmp_path):
     assert "DistributedError: kvstore dist_sync: rank 0 of 2 waited more than 3 s" in r.stdout
     assert "another rank has died" in r.stdout
     assert "finished without noticing" not in r.stdout
+
+
+@pytest.mark.slow
+@needs_mpi
+def test_a_dead_async_worker_ends_the_job_with_errors_within_the_timeout(tmp_path):
+    if not is_hydra(MPIEXEC):
+        pytest.skip("needs MPICH's mpiexec (-disable-auto-cleanup, PMI_RANK)")
+    stamp, rc_file = tmp_path / "killed_at", tmp_path / "rc"
+    r = _run_with_exit_codes(3, "kill_async.py", stamp, rc_file)
+    done = time.time()
+    assert stamp.exists(), r.stdout
+    elapsed = done - float(stamp.read_text())
+    assert elapsed < 3.0 + 10, (elapsed, r.stdout)
+    assert "worker 0 trained" in r.stdout  # async: the live worker was not held up
+    # worker 0 and the server (rank 2) both exit 1, naming the dead worker
+    assert Path(f"{rc_file}.0").read_text() == "1", r.stdout
+    assert Path(f"{rc_file}.2").read_text() == "1", r.stdout
+    assert r.stdout.count("workers [1] did not shut down within 3 s") == 2, r.stdout
 
 
 @needs_mpi
