@@ -29,6 +29,7 @@ from nnsym.errors import NNSymError
 from nnsym.ir.graph import Entry, Graph
 from nnsym.ir.json import graph_to_json
 from nnsym.ir.opdef import all_names, mxnet_operator_names
+from nnsym.kvstore.launch import launch
 from nnsym.model import load_checkpoint
 from nnsym.onnx import OPSET as ONNX_OPSET
 from nnsym.onnx import export_checkpoint
@@ -519,6 +520,14 @@ def cmd_ops(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_launch(args: argparse.Namespace) -> int:
+    """``nnsym launch -n N [--hosts FILE] [--timeout S] python train.py ...`` over mpiexec."""
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    return launch(args.n, command, hosts=args.hosts, timeout=args.timeout)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="nnsym",
@@ -603,6 +612,15 @@ def build_parser() -> argparse.ArgumentParser:
     po.add_argument("--markdown", action="store_true",
                     help="print docs/operators.md (every operator with its parameters)")
     po.set_defaults(func=cmd_ops)
+    pl = sub.add_parser("launch", help="run a training script on N MPI ranks (mpiexec) for "
+                        "the 'dist_sync' kvstore; exits with the launcher's status")
+    pl.add_argument("-n", type=int, required=True, metavar="N", help="number of ranks")
+    pl.add_argument("--hosts", metavar="FILE", help="hosts file (mpiexec's -f / --hostfile)")
+    pl.add_argument("--timeout", type=float, metavar="S", help="seconds a rank waits for the "
+                    "others before failing (sets NNSYM_KVSTORE_TIMEOUT; default 120)")
+    pl.add_argument("command", nargs=argparse.REMAINDER, help="the command, e.g. python "
+                    "train.py --epochs 3")
+    pl.set_defaults(func=cmd_launch)
     return p
 
 

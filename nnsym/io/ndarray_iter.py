@@ -119,13 +119,22 @@ class NDArrayIter(DataIter):
     ``last_batch_handle``: ``'pad'`` fills the last batch from the start of the data (its
     ``pad`` says how many), ``'discard'`` drops it, ``'roll_over'`` keeps the leftover examples
     and serves them first in the next epoch (after ``reset``). csr sources need ``'discard'``.
+    ``num_parts``/``part_index`` (an nnsym extension, as MXNet's file iterators have) keep only
+    the ``part_index``-th of ``num_parts`` contiguous, near-equal slices of the examples, so
+    each worker of a distributed job reads its own part.
     """
 
     def __init__(self, data: Any, label: Any = None, batch_size: int = 1,
                  shuffle: bool = False, last_batch_handle: str = "pad",
                  data_name: str = "data", label_name: str = "softmax_label",
-                 layout: str = "NCHW") -> None:
+                 layout: str = "NCHW", num_parts: int = 1, part_index: int = 0) -> None:
         super().__init__(batch_size)
+        if (not isinstance(num_parts, (int, np.integer)) or num_parts < 1
+                or not isinstance(part_index, (int, np.integer))
+                or not 0 <= part_index < num_parts):
+            raise DataIterError(f"NDArrayIter: need num_parts >= 1 and 0 <= part_index < "
+                                f"num_parts, got num_parts={num_parts!r}, "
+                                f"part_index={part_index!r}")
         if last_batch_handle not in _HANDLES:
             raise DataIterError(f"NDArrayIter: last_batch_handle must be one of {_HANDLES}, "
                                 f"not {last_batch_handle!r}")
@@ -151,6 +160,15 @@ class NDArrayIter(DataIter):
                 raise DataIterError(
                     f"NDArrayIter: {name!r} has {src.shape[0]} examples (shape {src.shape}) "
                     f"but {self.data[0][0]!r} has {self.num_data}")
+        if num_parts > 1:
+            n = self.num_data
+            lo, hi = n * int(part_index) // num_parts, n * (int(part_index) + 1) // num_parts
+            self.data = list(zip([k for k, _ in self.data], self._slice(self.data, lo, hi)))
+            self.label = list(zip([k for k, _ in self.label], self._slice(self.label, lo, hi)))
+            self.num_data = hi - lo
+            if self.num_data == 0:
+                raise DataIterError(f"NDArrayIter: part {part_index} of {num_parts} of {n} "
+                                    "examples is empty")
         self.idx = np.arange(self.num_data)
         self.shuffle = shuffle
         self.last_batch_handle = last_batch_handle

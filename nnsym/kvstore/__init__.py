@@ -1,9 +1,10 @@
 """``nnsym.kvstore``: MXNet 1.x's key-value store for parameter synchronisation.
 
-``create('local')`` (or 'device') gives a single-process store; distributed ('dist_*') stores
-are not available yet. ``KVStoreBase`` holds everything but the transport, so a distributed
-store subclasses it and supplies ``_allreduce``, ``_broadcast_init``, ``rank``,
-``num_workers`` and ``_barrier``.
+``create('local')`` (or 'device') gives a single-process store; ``create('dist_sync')`` (or
+'dist_device_sync', or 'dist_async' with a server rank) a store over MPI
+(``nnsym.kvstore.dist``, ``nnsym.kvstore.dist_async``; the ``nnsym[dist]`` extra).
+``KVStoreBase`` holds everything but the transport, so a distributed store subclasses it and
+supplies ``_allreduce``, ``_broadcast_init``, ``rank``, ``num_workers`` and ``_barrier``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from __future__ import annotations
 from nnsym.kvstore.base import KVStoreBase
 from nnsym.kvstore.compression import TwoBitCompression
 from nnsym.kvstore.errors import (
+    DistMismatchError,
+    DistributedError,
+    DistUnavailableError,
     DuplicateKeyError,
     KeyNotInitializedError,
     KeyTypeError,
@@ -31,9 +35,17 @@ def create(name: str = "local") -> KVStoreBase:
     registered = KVStoreBase.kv_registry.get(kind)
     if registered is not None:
         return registered()
-    if kind.startswith("dist") or kind in ("nccl", "horovod", "byteps"):
-        raise UnsupportedError(f"kvstore type {name!r}: distributed stores ('dist_*', 'nccl', "
-                               "'horovod') are not available yet; use 'local' or 'device'")
+    if kind.startswith("dist"):
+        from nnsym.kvstore.dist import ASYNC_TYPES, DistKVStore  # noqa: PLC0415 -- MPI optional
+
+        if kind in ASYNC_TYPES:
+            from nnsym.kvstore.dist_async import get_store  # noqa: PLC0415
+
+            return get_store(kind)
+        return DistKVStore(kind)
+    if kind in ("nccl", "horovod", "byteps"):
+        raise UnsupportedError(f"kvstore type {name!r} is not available; use 'local', "
+                               "'device', 'dist_sync' or 'dist_device_sync'")
     if kind not in ("local", "device", "local_update_cpu", "local_allreduce_cpu",
                     "local_allreduce_device"):
         raise UnsupportedError(f"unknown kvstore type {name!r}; expected 'local', 'device', "
@@ -43,6 +55,9 @@ def create(name: str = "local") -> KVStoreBase:
 
 
 __all__ = [
+    "DistMismatchError",
+    "DistUnavailableError",
+    "DistributedError",
     "DuplicateKeyError",
     "KVStore",
     "KVStoreBase",

@@ -85,6 +85,10 @@ class KVStoreBase:
         """``merged`` summed over all workers (one worker: itself)."""
         return merged
 
+    def _allreduce_many(self, items: list[tuple[Key, NDArray]]) -> list[NDArray]:
+        """``_allreduce`` of each (key, local sum), in order; a transport may fuse them."""
+        return [self._allreduce(k, m) for k, m in items]
+
     def _broadcast_init(self, key: Key, value: NDArray) -> NDArray:
         """Rank 0's initial value for ``key`` (one worker: ``value``)."""
         return value
@@ -180,9 +184,9 @@ class KVStoreBase:
                 if v.stype == "csr":
                     raise StorageTypeError(f"push: key {k!r}: csr values cannot be pushed; "
                                            "push default or row_sparse arrays")
-        for k, vals in grouped.items():
+        reduced = [(k, self._reduce(k, vals)) for k, vals in grouped.items()]
+        for (k, _), merged in zip(reduced, self._allreduce_many(reduced)):
             stored = self._store[k]
-            merged = self._allreduce(k, self._reduce(k, vals))
             if self._updater is not None:
                 self._updater(k, merged, stored)
             else:

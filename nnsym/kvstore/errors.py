@@ -31,3 +31,15 @@ class ValueMismatchError(KVStoreError, ValueError):
 class UnsupportedError(KVStoreError, NotImplementedError):
     """A store type or a feature this store does not have (distributed stores, compression on
     'local', an unknown capability, optimizer states without an optimizer)."""
+
+
+class DistUnavailableError(KVStoreError, ImportError):
+    """A distributed store without MPI: mpi4py (the ``nnsym[dist]`` extra) is not installed."""
+
+
+class DistMismatchError(KVStoreError, ValueError):
+    """Ranks that disagree: different keys, shapes, dtypes or optimizer settings."""
+
+
+class DistributedError(KVStoreError, RuntimeError):
+    """A collective that failed or timed out: another rank died or stopped calling the store."""

@@ -442,15 +442,19 @@ class Module(BaseModule):
         self._params_dirty = True
         kv = self._kvstore
         if self._update_on_kvstore:
+            dense: list[tuple[str, Any, Any]] = []
             for i, (name, ws, gs) in enumerate(zip(group.param_names, group.param_arrays,
                                                    group.grad_arrays)):
                 if gs[0] is None:
                     continue
                 if gs[0].stype == "default" and ws[0].stype == "default":
-                    kv.pushpull(name, gs, out=ws, priority=-i)
+                    dense.append((name, gs, ws))
                 else:
                     kv.push(name, gs, priority=-i)
                     kv.pull(name, out=ws, priority=-i)
+            if dense:  # NOTE: one call, so a distributed store can fuse the small keys
+                kv.pushpull([d[0] for d in dense], [d[1] for d in dense],
+                            out=[d[2] for d in dense])
             return
         updater = self._updater
         for i, (name, ws, gs) in enumerate(zip(group.param_names, group.param_arrays,

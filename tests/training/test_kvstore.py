@@ -43,9 +43,9 @@ def test_create_local_types(name):
     kv._barrier()
 
 
-@pytest.mark.parametrize("name", ["dist_sync", "dist_async", "dist_device_sync", "nccl"])
-def test_create_distributed_is_not_available(name):
-    with pytest.raises(kvs.UnsupportedError, match="not available yet"):
+@pytest.mark.parametrize("name", ["nccl", "horovod", "dist_foo"])
+def test_create_unavailable_distributed_types(name):
+    with pytest.raises(kvs.UnsupportedError, match=name):
         kvs.create(name)
 
 
