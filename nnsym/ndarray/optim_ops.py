@@ -6,7 +6,8 @@ A row_sparse gradient updates lazily by default (``lazy_update=True``): only the
 ``grad.indices`` change, weight decay and state decay included (MXNet's RowSparseNDArray
 tutorial). ``lazy_update=False`` is the standard update of every row, absent rows having zero
 gradient. Formulas are MXNet 1.9.1's (MXNET-FACTS 4.6); clipping applies when
-``clip_gradient >= 0``. The weight may be dense or a row_sparse array holding every row.
+``clip_gradient >= 0``. Weights and states may be dense or row_sparse storing any rows (see
+``_Operands``; docs/optimizers.md).
 
 float32 and float64 updates run the generated C kernels of ``nnsym.ops.optim.kernels`` (one pass
 over the touched rows, split over the worker pool); other dtypes and the numpy backend run
