@@ -131,3 +131,17 @@ def test_shape_mismatch_is_named() -> None:
     g = RowSparseNDArray(np.ones((1, 3), np.float32), np.array([1]), (6, 3))
     with pytest.raises(ShapeError, match="state 0"):
         nd.sgd_mom_update(w, g, m, lr=0.1, out=w)
+
+
+def test_dense_weight_with_empty_row_sparse_state() -> None:
+    rng = np.random.default_rng(5)
+    w0 = rng.standard_normal((8, 2)).astype(np.float32)
+    g = RowSparseNDArray(np.ones((2, 2), np.float32), np.array([1, 6]), (8, 2))
+    w, m = nd.array(w0), zeros("row_sparse", (8, 2))
+    dw, dm = nd.array(w0), nd.zeros((8, 2))
+    for _ in range(2):
+        nd.sgd_mom_update(w, g, m, lr=0.1, momentum=0.9, wd=0.1, out=w)
+        nd.sgd_mom_update(dw, g, dm, lr=0.1, momentum=0.9, wd=0.1, out=dw)
+    np.testing.assert_array_equal(w.asnumpy(), dw.asnumpy())
+    np.testing.assert_array_equal(m.asnumpy(), dm.asnumpy())
+    assert not np.array_equal(w.asnumpy(), w0)
