@@ -7,7 +7,10 @@ in the process (numpy's and scipy's OpenBLAS, ...) to the same count at import.
 installed, else through OpenBLAS's own ``openblas_set_num_threads`` in numpy's bundled copy.
 
 Fork: a child forked after the pool started has none of its workers; runlib.c's
-``pthread_atfork`` handler makes it start its own on first use, with the parent's count.
+``pthread_atfork`` handler makes it start its own on first use, with the parent's count. The
+Python locks of nnsym's caches are re-created in the child (``os.register_at_fork``), as the
+logging module does with its own: a lock another thread of the parent held at the fork would
+otherwise stay held in the child forever.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import os
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +32,20 @@ _OPENBLAS_SETTERS = ("scipy_openblas_set_num_threads64_", "openblas_set_num_thre
 _OPENBLAS_GETTERS = ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
                      "scipy_openblas_get_num_threads", "openblas_get_num_threads")
 _LIMITS: list[Any] = []  # threadpoolctl's limiter objects, kept so the limits stay
+# The module-level locks of nnsym (module, attribute, reentrant), re-created in a forked child.
+# Looked up in sys.modules: a module not imported yet holds no lock.
+FORK_LOCKS = (
+    ("nnsym.codegen.compiler", "_LOCK", True),
+    ("nnsym.codegen.compiler", "_CFFI_LOCK", False),
+    ("nnsym.codegen.compiler", "_RUNTIME_LOCK", False),
+    ("nnsym.codegen.cache", "_ROOT_LOCK", False),
+    ("nnsym.runtime.imperative", "_LOCK", False),
+    ("nnsym.ndarray.ndarray", "_LOCK", False),
+    ("nnsym.ndarray.fastcall", "_LOCK", True),
+    ("nnsym.ops.common.stype", "_SEEN_LOCK", False),
+    ("nnsym.ops.common.rng", "_LOCK", False),
+    ("nnsym.cuda.runtime", "_LOCK", False),
+)
 
 
 def get_num_threads() -> int:
@@ -97,3 +116,19 @@ def apply_environment() -> None:
         except ThreadCountError:
             return
         _limit_blas(n)
+
+
+def _fresh_locks_in_child() -> None:
+    """After ``fork()``, in the child: new, unheld locks in place of the parent's."""
+    for module, attr, reentrant in FORK_LOCKS:
+        mod = sys.modules.get(module)
+        if mod is not None and hasattr(mod, attr):
+            setattr(mod, attr, threading.RLock() if reentrant else threading.Lock())
+    native_mod = sys.modules.get("nnsym.runtime.native")
+    loader = getattr(native_mod, "LOADER", None)
+    if loader is not None and hasattr(loader, "_lock"):
+        loader._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_locks_in_child)

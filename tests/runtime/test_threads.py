@@ -6,9 +6,13 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import re
 import subprocess
 import sys
+import threading
+import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -143,3 +147,75 @@ def test_forked_children_run_pool_kernels(restore: None) -> None:
                 p.kill()
     assert got == [(2, True), (2, True)]
     assert all(p.exitcode == 0 for p in procs)
+
+
+LOCK_LINE = re.compile(r"^(_\w+) = threading\.(R?Lock)\(\)", re.M)
+
+
+def test_every_module_lock_is_renewed_after_fork() -> None:
+    """FORK_LOCKS lists every module-level lock of nnsym, with its kind."""
+    root = Path(threads.__file__).resolve().parents[1]
+    found = set()
+    for path in root.rglob("*.py"):
+        if "devtools" in path.parts:
+            continue
+        module = ".".join(path.relative_to(root.parent).with_suffix("").parts)
+        for name, kind in LOCK_LINE.findall(path.read_text()):
+            found.add((module, name, kind == "RLock"))
+    assert found == set(threads.FORK_LOCKS)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_child_forked_while_a_thread_holds_locks_can_take_them(restore: None) -> None:
+    """Another thread of the parent holds every nnsym lock at the fork (as while compiling):
+    the child still gets them, and runs a kernel."""
+    import importlib
+
+    mods = {m for m, _, _ in threads.FORK_LOCKS if not m.startswith("nnsym.cuda")}
+    for m in mods:
+        importlib.import_module(m)
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        locks = [getattr(sys.modules[m], a) for m, a, _ in threads.FORK_LOCKS if m in mods]
+        for lock in locks:
+            lock.acquire()
+        held.set()
+        release.wait(60)
+        for lock in reversed(locks):
+            lock.release()
+
+    t = threading.Thread(target=hold)
+    t.start()
+    assert held.wait(30)
+    r, w = os.pipe()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
+            pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                ok = True
+                for m, a, _ in threads.FORK_LOCKS:
+                    lock = getattr(sys.modules[m], a) if m in mods else None
+                    if lock is not None:
+                        got = lock.acquire(timeout=5)
+                        ok = ok and got
+                        if got:
+                            lock.release()
+                x = np.arange(1 << 18, dtype=np.float32)
+                ok = ok and bool(np.array_equal((nd.array(x) * 2).asnumpy(), x * 2))
+                os.write(w, json.dumps({"ok": ok}).encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(w)
+        with os.fdopen(r) as f:
+            report = f.read()
+        _, status = os.waitpid(pid, 0)
+    finally:
+        release.set()
+        t.join(30)
+    assert os.waitstatus_to_exitcode(status) == 0, report
+    assert json.loads(report) == {"ok": True}
