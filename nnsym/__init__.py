@@ -23,6 +23,7 @@ from nnsym import (
     visualization,
 )
 from nnsym.context import Context, cpu, current_context, gpu
+from nnsym.runtime import get_num_threads, set_num_threads
 from nnsym.errors import (
     DTypeError,
     FileFormatError,
@@ -56,6 +57,7 @@ __all__ = [
     "context",
     "cpu",
     "current_context",
+    "get_num_threads",
     "gpu",
     "init",
     "initializer",
@@ -75,6 +77,7 @@ __all__ = [
     "optimizer",
     "random",
     "rnd",
+    "set_num_threads",
     "sym",
     "symbol",
     "test_utils",

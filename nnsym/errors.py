@@ -89,3 +89,8 @@ class DataFormatError(NNSymError, ValueError):
 class RandomArgumentError(NNSymError, ValueError):
     """A random sampler's distribution parameters mix arrays and numbers (or are neither), or a
     seed is not an integer."""
+
+
+class ThreadCountError(NNSymError, ValueError):
+    """A thread count (``NNSYM_NUM_THREADS``, ``set_num_threads``) that is not a positive
+    integer."""

@@ -11,7 +11,8 @@ import pytest
 DOCS_DIR = Path(__file__).parents[1] / "docs"
 # The docs whose blocks are complete programs (issue 18 extends this to every doc).
 DOCS = ["io.md", "metrics.md", "kvstore.md", "training.md", "initializers.md", "optimizers.md",
-        "test_utils.md", "executor.md", "custom_ops.md", "onnx.md"]
+        "test_utils.md", "executor.md", "custom_ops.md", "onnx.md",
+        "threads.md"]
 BLOCKS = [(doc, i, code) for doc in DOCS
           for i, code in enumerate(re.findall(r"```python\n(.*?)```",
                                               (DOCS_DIR / doc).read_text(), re.S))]

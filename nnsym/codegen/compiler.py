@@ -21,6 +21,7 @@ import functools
 import importlib.util
 import json
 import logging
+import operator
 import os
 import platform
 import shlex
@@ -48,7 +49,7 @@ from nnsym.codegen.cache import (
     warn_user,
 )
 from nnsym.codegen.render import render_unit, signature
-from nnsym.errors import NNSymError
+from nnsym.errors import NNSymError, ThreadCountError
 from nnsym.ir.spec import KernelSpec
 
 log = logging.getLogger("nnsym.codegen")
@@ -452,9 +453,12 @@ def default_num_threads() -> int:
     env = os.environ.get("NNSYM_NUM_THREADS", "").strip()
     if env:
         try:
-            return max(1, int(env))
+            n = int(env)
         except ValueError:
-            raise NNSymError(f"NNSYM_NUM_THREADS must be a positive integer, not {env!r}") from None
+            n = 0
+        if n < 1:
+            raise ThreadCountError(f"NNSYM_NUM_THREADS must be a positive integer, not {env!r}")
+        return n
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -462,11 +466,16 @@ def default_num_threads() -> int:
 
 
 def set_num_threads(n: int) -> int:
-    """Threads the kernels may use (the calling thread included; 1 runs everything serially).
-    Only large matrix-vector products split today. Returns the number set."""
-    if int(n) < 1:
-        raise NNSymError(f"set_num_threads needs a positive count, not {n!r}")
-    return int(runtime().nnsym_set_threads(int(n)))
+    """Threads nnsym's worker pool may use (the calling thread included; 1 runs everything
+    serially). Returns the number set. ``nnsym.runtime.threads.set_num_threads`` sets the
+    BLAS's threads too."""
+    try:
+        count = operator.index(n)
+    except TypeError:
+        count = 0
+    if isinstance(n, bool) or count < 1:
+        raise ThreadCountError(f"set_num_threads needs a positive integer, not {n!r}")
+    return int(runtime().nnsym_set_threads(count))
 
 
 def get_num_threads() -> int:

@@ -6,7 +6,8 @@ A row_sparse gradient updates lazily by default (``lazy_update=True``): only the
 ``grad.indices`` change, weight decay and state decay included (MXNet's RowSparseNDArray
 tutorial). ``lazy_update=False`` is the standard update of every row, absent rows having zero
 gradient. Formulas are MXNet 1.9.1's (MXNET-FACTS 4.6); clipping applies when
-``clip_gradient >= 0``. The weight may be dense or a row_sparse array holding every row.
+``clip_gradient >= 0``. Weights and states may be dense or row_sparse storing any rows (see
+``_Operands``; docs/optimizers.md).
 
 float32 and float64 updates run the generated C kernels of ``nnsym.ops.optim.kernels`` (one pass
 over the touched rows, split over the worker pool); other dtypes and the numpy backend run
@@ -35,17 +36,124 @@ def _clip(g: np.ndarray, c: float) -> np.ndarray:
     return np.clip(g, -c, c) if c >= 0 else g
 
 
+def _full_rows(a: RowSparseNDArray) -> bool:
+    return int(a._indices.size) == a.shape[0]
+
+
+def _store_rows(a: RowSparseNDArray, rows: np.ndarray | None, what: str) -> None:
+    """Makes ``a`` store ``rows`` too (zeros where new), in place: every row when ``rows`` is
+    None or ``a`` stores none yet (MXNet fills an empty row_sparse state with zeros)."""
+    (ix,) = a._checked(what)
+    n = a.shape[0]
+    if rows is not None and ix.size:
+        pos = np.searchsorted(ix, rows)
+        hit = pos < ix.size
+        hit[hit] = ix[pos[hit]] == rows[hit]
+        if hit.all():
+            return
+        new_ix = np.union1d(ix, rows).astype(np.int64, copy=False)
+    else:
+        new_ix = np.arange(n, dtype=np.int64)
+    values = np.zeros((new_ix.size, *a.shape[1:]), a._values.dtype)
+    if new_ix.size == n:
+        values[ix] = a._values
+    else:
+        values[np.searchsorted(new_ix, ix)] = a._values
+    a._values, a._indices = values, new_ix
+    a._aux_exposed = False
+    a._buf = None
+
+
 def _storage(a: NDArray, what: str) -> np.ndarray:
-    """The dense storage of a weight or state (a row_sparse one must hold every row)."""
+    """The dense storage of a weight or state: a row_sparse one first stores every row (an
+    absent row is zero), as MXNet does with an empty row_sparse state."""
     if isinstance(a, RowSparseNDArray):
+        if not _full_rows(a):
+            _store_rows(a, None, what)
         a._checked(what)
-        if a._indices.size != a.shape[0]:
-            raise StorageTypeError(f"{what}: a row_sparse weight or state must store all "
-                                   f"{a.shape[0]} rows, it stores {a._indices.size}")
         return a._values
     if isinstance(a, BaseSparseNDArray):
         raise StorageTypeError(f"{what}: csr weights and states are not supported")
     return a._data
+
+
+class _Operands:
+    """A weight and states (dense or row_sparse storing any rows) as numpy arrays the update
+    runs on, and the gradient to pass with them; ``done()`` writes gathered rows back.
+
+    A lazy update with a row_sparse gradient on row_sparse arrays that do not store every
+    row: each array first stores the gradient's rows (zeros where new; an empty array gets
+    every row, like MXNet's empty states). Where all store the same rows, the update runs on
+    their values with the gradient's rows renumbered to positions there; otherwise on copies
+    of the gradient's rows, written back by ``done()``. Otherwise every row is stored."""
+
+    def __init__(self, weight: NDArray, states: tuple[NDArray | None, ...], grad: NDArray,
+                 lazy: bool, what: str):
+        self.grad = grad
+        self._back: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        arrays = (weight, *states)
+        partial = [a for a in arrays if isinstance(a, RowSparseNDArray) and not _full_rows(a)]
+        if partial and lazy and isinstance(grad, RowSparseNDArray):
+            self._lazy_rsp(arrays, grad, what)
+            return
+        self.w = _storage(weight, f"{what} weight")
+        self.states = [None if s is None else _storage(s, f"{what} state {i}")
+                       for i, s in enumerate(states)]
+
+    def _lazy_rsp(self, arrays: tuple[NDArray | None, ...], grad: RowSparseNDArray,
+                  what: str) -> None:
+        if grad.shape != arrays[0].shape:  # type: ignore[union-attr]
+            raise ShapeError(f"gradient shape {grad.shape} != weight shape "
+                             f"{arrays[0].shape}")  # type: ignore[union-attr]
+        (rows,) = grad._checked(f"{what} gradient")
+        names = ["weight"] + [f"state {i}" for i in range(len(arrays) - 1)]
+        for a, name in zip(arrays, names):
+            if a is not None and a.shape != grad.shape:
+                raise ShapeError(f"{what} {name} has shape {a.shape}, the gradient "
+                                 f"{grad.shape}")
+        sel: list[np.ndarray | None] = []  # per array: positions of the rows (None: the rows)
+        for a, name in zip(arrays, names):
+            if isinstance(a, RowSparseNDArray):
+                if not _full_rows(a):
+                    _store_rows(a, rows if a._indices.size else None, f"{what} {name}")
+                sel.append(None if _full_rows(a) else np.searchsorted(a._indices, rows))
+            elif isinstance(a, BaseSparseNDArray):
+                raise StorageTypeError(f"{what} {name}: csr weights and states are not "
+                                       "supported")
+            else:
+                sel.append(None)
+        vals = [None if a is None else (a._values if isinstance(a, RowSparseNDArray)
+                                        else a._data) for a in arrays]
+        present = [v for v in vals if v is not None]
+        if any(v.shape != present[0].shape for v in present[1:]):
+            shared = False
+        else:
+            live = [s for s, v in zip(sel, vals) if v is not None]
+            first = live[0]
+            shared = all(s is None for s in live) or (first is not None and all(
+                s is not None and np.array_equal(s, first) for s in live))
+        if shared:
+            pos = next((s for s in sel if s is not None), rows)
+            self.grad = RowSparseNDArray._make(grad._values, pos, present[0].shape)
+            self.w = present[0]
+            self.states = vals[1:]
+            return
+        gathered: list[np.ndarray | None] = []
+        for v, s in zip(vals, sel):
+            if v is None:
+                gathered.append(None)
+                continue
+            ix = rows if s is None else s
+            buf = np.ascontiguousarray(v[ix])
+            self._back.append((v, ix, buf))
+            gathered.append(buf)
+        self.grad = NDArray(np.ascontiguousarray(grad._values))
+        self.w = gathered[0]  # type: ignore[assignment]
+        self.states = gathered[1:]
+
+    def done(self) -> None:
+        for v, ix, buf in self._back:
+            v[ix] = buf
 
 
 def _grad(weight: np.ndarray, grad: NDArray, lazy: bool) -> tuple[np.ndarray | None, np.ndarray]:
@@ -85,8 +193,10 @@ def _kernel_path(weight: np.ndarray, states: tuple[np.ndarray, ...], grad: NDArr
     return optim, np.ascontiguousarray(grad._data, dtype=weight.dtype), None
 
 
-def _finish(weight: NDArray, w: np.ndarray, out: NDArray | None) -> NDArray:
-    """The weight is updated in place; an ``out`` other than it receives a copy."""
+def _finish(weight: NDArray, ops: _Operands, out: NDArray | None) -> NDArray:
+    """The weight is updated in place (gathered rows written back first); an ``out`` other
+    than it receives a copy."""
+    ops.done()
     if out is not None and out is not weight:
         out[:] = weight
         return out
@@ -96,7 +206,8 @@ def _finish(weight: NDArray, w: np.ndarray, out: NDArray | None) -> NDArray:
 def sgd_update(weight: NDArray, grad: NDArray, lr: float, wd: float = 0.0,
                rescale_grad: float = 1.0, clip_gradient: float = -1.0,
                lazy_update: bool = True, out: NDArray | None = None, **_: Any) -> NDArray:
-    w = _storage(weight, "sgd_update weight")
+    ops = _Operands(weight, (), grad, lazy_update, "sgd_update")
+    w, grad = ops.w, ops.grad
     k = _kernel_path(w, (), grad, lazy_update)
     if k is not None:
         K, gv, gi = k
@@ -104,7 +215,7 @@ def sgd_update(weight: NDArray, grad: NDArray, lr: float, wd: float = 0.0,
             K.sgd_update(w, gv, lr, wd, rescale_grad, clip_gradient)
         else:
             K.sgd_update_rsp(w, gv, gi, lr, wd, rescale_grad, clip_gradient, lazy_update)
-        return _finish(weight, w, out)
+        return _finish(weight, ops, out)
     rows, g = _grad(w, grad, lazy_update)
     g = _clip(rescale_grad * g.astype(w.dtype, copy=False), clip_gradient)
     if rows is None:
@@ -112,14 +223,16 @@ def sgd_update(weight: NDArray, grad: NDArray, lr: float, wd: float = 0.0,
         w -= lr * g
     else:
         w[rows] = (1 - lr * wd) * w[rows] - lr * g
-    return _finish(weight, w, out)
+    return _finish(weight, ops, out)
 
 
 def sgd_mom_update(weight: NDArray, grad: NDArray, mom: NDArray, lr: float,
                    momentum: float = 0.0, wd: float = 0.0, rescale_grad: float = 1.0,
                    clip_gradient: float = -1.0, lazy_update: bool = True,
                    out: NDArray | None = None, **_: Any) -> NDArray:
-    w, m = _storage(weight, "sgd_mom_update weight"), _storage(mom, "sgd_mom_update mom")
+    ops = _Operands(weight, (mom,), grad, lazy_update, "sgd_mom_update")
+    w, m, grad = ops.w, ops.states[0], ops.grad
+    assert m is not None
     _same_shape(w, m, "sgd_mom_update mom")
     k = _kernel_path(w, (m,), grad, lazy_update)
     if k is not None:
@@ -129,7 +242,7 @@ def sgd_mom_update(weight: NDArray, grad: NDArray, mom: NDArray, lr: float,
         else:
             K.sgd_mom_update_rsp(w, gv, gi, m, lr, momentum, wd, rescale_grad, clip_gradient,
                                  lazy_update)
-        return _finish(weight, w, out)
+        return _finish(weight, ops, out)
     rows, g = _grad(w, grad, lazy_update)
     g = _clip(rescale_grad * g.astype(w.dtype, copy=False), clip_gradient)
     if rows is None:
@@ -140,15 +253,16 @@ def sgd_mom_update(weight: NDArray, grad: NDArray, mom: NDArray, lr: float,
         mr = momentum * m[rows] - lr * wd * w[rows] - lr * g
         m[rows] = mr
         w[rows] += mr
-    return _finish(weight, w, out)
+    return _finish(weight, ops, out)
 
 
 def adam_update(weight: NDArray, grad: NDArray, mean: NDArray, var: NDArray, lr: float,
                 beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-8,
                 wd: float = 0.0, rescale_grad: float = 1.0, clip_gradient: float = -1.0,
                 lazy_update: bool = True, out: NDArray | None = None, **_: Any) -> NDArray:
-    w = _storage(weight, "adam_update weight")
-    m, v = _storage(mean, "adam_update mean"), _storage(var, "adam_update var")
+    ops = _Operands(weight, (mean, var), grad, lazy_update, "adam_update")
+    w, (m, v), grad = ops.w, ops.states, ops.grad
+    assert m is not None and v is not None
     _same_shape(w, m, "adam_update mean")
     _same_shape(w, v, "adam_update var")
     k = _kernel_path(w, (m, v), grad, lazy_update)
@@ -160,7 +274,7 @@ def adam_update(weight: NDArray, grad: NDArray, mean: NDArray, var: NDArray, lr:
         else:
             K.adam_update_rsp(w, gv, gi, m, v, lr, beta1, beta2, epsilon, wd, rescale_grad,
                               clip_gradient, lazy_update)
-        return _finish(weight, w, out)
+        return _finish(weight, ops, out)
     rows, g = _grad(w, grad, lazy_update)
     sel = slice(None) if rows is None else rows
     g = _clip(rescale_grad * g.astype(w.dtype, copy=False) + wd * w[sel], clip_gradient)
@@ -168,7 +282,7 @@ def adam_update(weight: NDArray, grad: NDArray, mean: NDArray, var: NDArray, lr:
     vr = beta2 * v[sel] + (1 - beta2) * g * g
     m[sel], v[sel] = mr, vr
     w[sel] = w[sel] - lr * mr / (np.sqrt(vr) + epsilon)
-    return _finish(weight, w, out)
+    return _finish(weight, ops, out)
 
 
 def adagrad_update(weight: NDArray, grad: NDArray, history: NDArray, lr: float,
@@ -193,7 +307,9 @@ def adagrad_step(weight: NDArray, grad: NDArray, history: NDArray, lr: float, ep
     if wd != 0 and isinstance(grad, RowSparseNDArray):
         raise StorageTypeError("adagrad with a row_sparse gradient does not support weight "
                                "decay (wd must be 0), as in MXNet's sparse AdaGrad")
-    w, h = _storage(weight, "adagrad_update weight"), _storage(history, "adagrad_update history")
+    ops = _Operands(weight, (history,), grad, True, "adagrad_update")
+    w, h, grad = ops.w, ops.states[0], ops.grad
+    assert h is not None
     _same_shape(w, h, "adagrad_update history")
     k = _kernel_path(w, (h,), grad, True)
     if k is not None:
@@ -202,14 +318,14 @@ def adagrad_step(weight: NDArray, grad: NDArray, history: NDArray, lr: float, ep
             K.adagrad_update(w, gv, h, lr, epsilon, wd, rescale_grad, clip_gradient)
         else:
             K.adagrad_update_rsp(w, gv, gi, h, lr, epsilon, wd, rescale_grad, clip_gradient)
-        return _finish(weight, w, out)
+        return _finish(weight, ops, out)
     rows, g = _grad(w, grad, True)
     sel = slice(None) if rows is None else rows
     g = _clip(rescale_grad * g.astype(w.dtype, copy=False), clip_gradient)
     hr = h[sel] + g * g
     h[sel] = hr
     w[sel] = w[sel] - lr * (g / np.sqrt(hr + epsilon) + wd * w[sel])
-    return _finish(weight, w, out)
+    return _finish(weight, ops, out)
 
 
 # ---------------------------------------------------------------------- the other optimizers
@@ -312,9 +428,8 @@ def ext_update(op: str, weight: NDArray, grad: NDArray, states: tuple[NDArray | 
     (MXNet's ftrl with row_sparse weight and states), else every row with absent rows at
     gradient 0 (MXNet's dense fallback). float32/float64 run the C kernel; other dtypes and
     the numpy backend run the same formulas in numpy (float16 in float32, rounded back)."""
-    w = _storage(weight, f"{op} weight")
-    st = tuple(None if s is None else _storage(s, f"{op} state {i}")
-               for i, s in enumerate(states))
+    ops = _Operands(weight, states, grad, lazy_update, op)
+    w, st, grad = ops.w, tuple(ops.states), ops.grad
     for i, s in enumerate(st):
         if s is not None:
             _same_shape(w, s, f"{op} state {i}")
@@ -324,7 +439,7 @@ def ext_update(op: str, weight: NDArray, grad: NDArray, states: tuple[NDArray | 
         K, gv, gi = k
         K.ext_update(op, w, gv, st, lr, wd, rescale_grad, clip_gradient, epsilon, p, gi,
                      lazy_update)
-        return _finish(weight, w, out=None)
+        return _finish(weight, ops, out=None)
     rows, g = _grad(w, grad, lazy_update)
     sel = slice(None) if rows is None else rows
     wide = np.float32 if w.dtype.itemsize < 4 else w.dtype
@@ -336,7 +451,7 @@ def ext_update(op: str, weight: NDArray, grad: NDArray, states: tuple[NDArray | 
     for s, r in zip(st, sr):
         if s is not None and r is not None:
             s[sel] = r
-    return _finish(weight, w, out=None)
+    return _finish(weight, ops, out=None)
 
 
 # ---------------------------------------------------------------------- MXNet's operators
@@ -539,7 +654,8 @@ def group_adagrad_update(weight: NDArray, grad: NDArray, history: NDArray, lr: f
     ``g' = clip(rescale*g); h += mean(g'^2, axis=1); w -= lr*g'/sqrt(h + epsilon)``; a
     row_sparse gradient changes only its rows. The weight is updated in place (``out`` other
     than it receives a copy), as this module's other classic updates."""
-    w = _storage(weight, "group_adagrad_update weight")
+    ops = _Operands(weight, (), grad, False, "group_adagrad_update")
+    w = ops.w
     h = _storage(history, "group_adagrad_update history")
     if w.ndim != 2 or h.shape != (w.shape[0], 1):
         raise ShapeError(f"group_adagrad_update: weight {w.shape} must be 2-D and history "
@@ -548,11 +664,11 @@ def group_adagrad_update(weight: NDArray, grad: NDArray, history: NDArray, lr: f
     if k is not None and h.dtype == w.dtype and h.flags.c_contiguous and h.flags.writeable:
         K, gv, gi = k
         K.group_adagrad_update(w, gv, h, lr, epsilon, rescale_grad, clip_gradient, gi)
-        return _finish(weight, w, out)
+        return _finish(weight, ops, out)
     rows, g = _grad(w, grad, True)
     sel = slice(None) if rows is None else rows
     g = _clip(rescale_grad * g.astype(np.float32 if w.itemsize < 4 else w.dtype), clip_gradient)
     hr = h[sel] + np.mean(g * g, axis=1, keepdims=True) if g.shape[1] else h[sel]
     h[sel] = hr
     w[sel] = w[sel] - lr * (g / np.sqrt(hr + epsilon))
-    return _finish(weight, w, out)
+    return _finish(weight, ops, out)

@@ -9,7 +9,7 @@ import numpy as np
 from nnsym.errors import OperatorParamError
 from nnsym.ndarray import optim_ops
 from nnsym.ndarray.ndarray import NDArray
-from nnsym.ndarray.sparse import RowSparseNDArray
+from nnsym.ndarray.sparse import RowSparseNDArray, zeros
 from nnsym.optimizer.base import Optimizer, register
 
 
@@ -27,9 +27,8 @@ class GroupAdaGrad(Optimizer):
         if len(weight.shape) != 2:
             raise OperatorParamError(f"GroupAdaGrad needs 2-D weights, not shape {weight.shape}")
         shape = (weight.shape[0], 1)
-        if weight.stype == "row_sparse":
-            return RowSparseNDArray(np.zeros(shape, np.float32),
-                                    np.arange(shape[0], dtype=np.int64), shape)
+        if weight.stype == "row_sparse":  # no stored rows, as MXNet creates it
+            return zeros("row_sparse", shape, dtype=np.float32)
         return NDArray(np.zeros(shape, np.float32))
 
     def update(self, index: Any, weight: NDArray, grad: NDArray, state: Any) -> None:

@@ -14,13 +14,10 @@ from nnsym.optimizer.base import Optimizer, register
 
 
 def _zeros_like(weight: NDArray, stype: str = "default", dtype: Any = None) -> NDArray:
-    """Zeros shaped like ``weight``; a row_sparse one stores every row (the update kernels
-    read states as full row blocks; the values are MXNet's, zero where no row was written)."""
+    """Zeros shaped like ``weight``; a row_sparse one stores no rows, as MXNet's optimizers
+    create states (the update operators store rows as they write them)."""
     dt = np.dtype(weight.dtype if dtype is None else dtype)
-    if stype == "row_sparse":
-        return RowSparseNDArray(np.zeros(weight.shape, dt),
-                                np.arange(weight.shape[0], dtype=np.int64), weight.shape)
-    return zeros("default", weight.shape, dtype=dt)
+    return zeros(stype, weight.shape, dtype=dt)
 
 
 def _as32(grad: NDArray) -> NDArray:

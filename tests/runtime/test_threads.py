@@ -1,0 +1,221 @@
+"""The thread setting (nnsym.runtime.threads): one count for the worker pool and the BLAS,
+results that do not depend on it, and kernels in forked children (docs/threads.md)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import re
+import subprocess
+import sys
+import threading
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from nnsym import nd
+from nnsym.errors import NNSymError, ThreadCountError
+from nnsym.ndarray.sparse import RowSparseNDArray, csr_matrix
+from nnsym.runtime import threads
+
+
+@pytest.fixture
+def restore() -> Iterator[None]:
+    before = threads.get_num_threads()
+    yield
+    threads.set_num_threads(before)
+
+
+def test_one_setting_for_pool_and_blas(restore: None) -> None:
+    for n in (1, 3, 2):
+        assert threads.set_num_threads(n) == n
+        assert threads.get_num_threads() == n
+        assert all(b == n for b in threads.blas_num_threads())
+    assert threads.blas_num_threads(), "numpy's OpenBLAS should be visible"
+
+
+@pytest.mark.parametrize("bad", [0, -2, 1.5, True, "2", None])
+def test_bad_counts_are_refused(restore: None, bad: Any) -> None:
+    with pytest.raises(ThreadCountError, match="positive integer"):
+        threads.set_num_threads(bad)
+    assert issubclass(ThreadCountError, ValueError) and issubclass(ThreadCountError, NNSymError)
+
+
+ENV_SNIPPET = """
+import json, nnsym
+from nnsym.runtime import threads
+print(json.dumps([threads.get_num_threads(), threads.blas_num_threads()]))
+"""
+
+
+def test_environment_sets_pool_and_blas() -> None:
+    env = dict(os.environ, NNSYM_NUM_THREADS="1", OPENBLAS_NUM_THREADS="2")
+    out = subprocess.run([sys.executable, "-c", ENV_SNIPPET], env=env, capture_output=True,
+                         text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    pool, blas = json.loads(out.stdout.strip().splitlines()[-1])
+    assert pool == 1 and blas and all(b == 1 for b in blas)
+
+
+def _workloads() -> list[tuple[str, Callable[[], np.ndarray]]]:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(1 << 21).astype(np.float32)
+    m = rng.standard_normal((2000, 1000)).astype(np.float32)
+    v = rng.standard_normal((1, 1000)).astype(np.float32)
+    wmat = rng.standard_normal((3000, 1000)).astype(np.float32)
+    dense = (rng.random((3000, 400)) < 0.02) * rng.standard_normal((3000, 400))
+    csr = csr_matrix(dense.astype(np.float32))
+    rhs = rng.standard_normal((400, 64)).astype(np.float32)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    rows = np.sort(rng.choice(4000, 1500, replace=False))
+    grows = rng.standard_normal((1500, 256)).astype(np.float32)
+    w0 = rng.standard_normal((4000, 256)).astype(np.float32)
+
+    def sgd_mom() -> np.ndarray:
+        w, mom = nd.array(x), nd.zeros(x.shape)
+        for _ in range(2):
+            nd.sgd_mom_update(w, nd.array(g), mom, lr=0.1, momentum=0.9, wd=1e-3, out=w)
+        return np.concatenate([w.asnumpy(), mom.asnumpy()])
+
+    def adam() -> np.ndarray:
+        w, a, b = nd.array(x), nd.zeros(x.shape), nd.zeros(x.shape)
+        nd.adam_update(w, nd.array(g), a, b, lr=0.01, wd=1e-3, clip_gradient=1.0, out=w)
+        return w.asnumpy()
+
+    def lazy_rsp() -> np.ndarray:
+        w = nd.array(w0).tostype("row_sparse")
+        mom = nd.sparse.zeros("row_sparse", w0.shape)
+        grad = RowSparseNDArray(grows, rows, w0.shape)
+        nd.sgd_mom_update(w, grad, mom, lr=0.1, momentum=0.9, wd=1e-3, out=w)
+        return w.asnumpy()
+
+    return [
+        ("map tanh", lambda: nd.tanh(nd.array(x)).asnumpy()),
+        ("map chain", lambda: (nd.array(x) * 2.5 + nd.array(g) * nd.array(x)).asnumpy()),
+        ("sum all", lambda: nd.sum(nd.array(m)).asnumpy()),
+        ("sum axis 1", lambda: nd.sum(nd.array(m), axis=1).asnumpy()),
+        ("mean axis 0", lambda: nd.mean(nd.array(m), axis=0).asnumpy()),
+        ("gemv", lambda: nd.dot(nd.array(v), nd.array(wmat), transpose_b=True).asnumpy()),
+        ("csr dot", lambda: nd.dot(csr, nd.array(rhs)).asnumpy()),
+        ("sgd_mom dense", sgd_mom),
+        ("adam dense", adam),
+        ("sgd_mom lazy row_sparse", lazy_rsp),
+    ]
+
+
+def test_results_do_not_depend_on_the_thread_count(restore: None) -> None:
+    work = _workloads()
+    threads.set_num_threads(1)
+    serial = {name: fn() for name, fn in work}
+    for n in (2, 3, 5):
+        threads.set_num_threads(n)
+        for name, fn in work:
+            np.testing.assert_array_equal(fn(), serial[name], err_msg=f"{name}, {n} threads")
+
+
+def _child(queue: Any) -> None:
+    """In a forked child: a dense update big enough to split over the pool."""
+    x = np.linspace(-1, 1, 1 << 20, dtype=np.float32)
+    w, mom = nd.array(x), nd.zeros(x.shape)
+    nd.sgd_mom_update(w, nd.array(x), mom, lr=0.5, momentum=0.9, out=w)
+    want = x + (-0.5 * x)
+    queue.put((threads.get_num_threads(), bool(np.allclose(w.asnumpy(), want, rtol=1e-6))))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_forked_children_run_pool_kernels(restore: None) -> None:
+    threads.set_num_threads(2)
+    x = np.ones(1 << 20, np.float32)
+    w, mom = nd.array(x), nd.zeros(x.shape)
+    nd.sgd_mom_update(w, nd.array(x), mom, lr=0.5, out=w)  # the parent's workers exist now
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_child, args=(queue,)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    try:
+        got = [queue.get(timeout=60) for _ in procs]
+    finally:
+        for p in procs:
+            p.join(timeout=10)
+            if p.is_alive():  # a deadlocked child: fail rather than hang the suite
+                p.kill()
+    assert got == [(2, True), (2, True)]
+    assert all(p.exitcode == 0 for p in procs)
+
+
+LOCK_LINE = re.compile(r"^(_\w+) = threading\.(R?Lock)\(\)", re.M)
+
+
+def test_every_module_lock_is_renewed_after_fork() -> None:
+    """FORK_LOCKS lists every module-level lock of nnsym, with its kind."""
+    root = Path(threads.__file__).resolve().parents[1]
+    found = set()
+    for path in root.rglob("*.py"):
+        if "devtools" in path.parts:
+            continue
+        module = ".".join(path.relative_to(root.parent).with_suffix("").parts)
+        for name, kind in LOCK_LINE.findall(path.read_text()):
+            found.add((module, name, kind == "RLock"))
+    assert found == set(threads.FORK_LOCKS)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_child_forked_while_a_thread_holds_locks_can_take_them(restore: None) -> None:
+    """Another thread of the parent holds every nnsym lock at the fork (as while compiling):
+    the child still gets them, and runs a kernel."""
+    import importlib
+
+    mods = {m for m, _, _ in threads.FORK_LOCKS if not m.startswith("nnsym.cuda")}
+    for m in mods:
+        importlib.import_module(m)
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        locks = [getattr(sys.modules[m], a) for m, a, _ in threads.FORK_LOCKS if m in mods]
+        for lock in locks:
+            lock.acquire()
+        held.set()
+        release.wait(60)
+        for lock in reversed(locks):
+            lock.release()
+
+    t = threading.Thread(target=hold)
+    t.start()
+    assert held.wait(30)
+    r, w = os.pipe()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
+            pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                ok = True
+                for m, a, _ in threads.FORK_LOCKS:
+                    lock = getattr(sys.modules[m], a) if m in mods else None
+                    if lock is not None:
+                        got = lock.acquire(timeout=5)
+                        ok = ok and got
+                        if got:
+                            lock.release()
+                x = np.arange(1 << 18, dtype=np.float32)
+                ok = ok and bool(np.array_equal((nd.array(x) * 2).asnumpy(), x * 2))
+                os.write(w, json.dumps({"ok": ok}).encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(w)
+        with os.fdopen(r) as f:
+            report = f.read()
+        _, status = os.waitpid(pid, 0)
+    finally:
+        release.set()
+        t.join(30)
+    assert os.waitstatus_to_exitcode(status) == 0, report
+    assert json.loads(report) == {"ok": True}
