@@ -23,7 +23,6 @@ from nnsym import (
     visualization,
 )
 from nnsym.context import Context, cpu, current_context, gpu
-from nnsym.runtime import get_num_threads, set_num_threads
 from nnsym.errors import (
     DTypeError,
     FileFormatError,
@@ -33,6 +32,7 @@ from nnsym.errors import (
     ShapeError,
     StorageTypeError,
 )
+from nnsym.runtime import get_num_threads, set_num_threads
 
 sym = symbol
 nd = ndarray
