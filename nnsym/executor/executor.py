@@ -255,7 +255,7 @@ class Executor:
         modes = list(sg.attrs.dispatch)
         assert sg.attrs.stype_kernel is not None
         stype_kernels = sg.attrs.stype_kernel
-        if self._fusion and self._gpu is None:
+        if self._fusion:
             # Elementwise fusion (nnsym/passes/fuse.py): a new graph, the same attributes for
             # the entries that remain; forward and backward groups stay apart.
             fused = run_passes(

@@ -46,8 +46,11 @@ from nnsym.ir.graph import Entry, Graph, GraphAttrs, Node, dfs_post_order, varia
 from nnsym.ir.opdef import DENSE
 from nnsym.ir.spec import CTYPES, REQS, KernelCall, KernelSpec, Launch
 from nnsym.ops import REGISTRY, get_op
+from nnsym.passes.fuse import fuse_elementwise
 from nnsym.passes.infer import infer_shape, infer_type
+from nnsym.passes.lower import lower
 from nnsym.passes.manager import run_passes
+from nnsym.passes.stype import infer_storage_type
 from nnsym.runtime.imperative import infer_one
 
 # Short family names of the three elementwise families (the others are named by their C
@@ -56,6 +59,7 @@ SHORT_NAMES: dict[str, str] = {
     "elemwise/elemwise_unary.c.j2": "unary",
     "common/elemwise_binary.c.j2": "binary",
     "common/elemwise_backward.c.j2": "backward",
+    "elemwise/fused.c.j2": "fused",
 }
 ELEMWISE = ("unary", "binary", "backward")
 # Families whose CUDA kernels may sum in another order than the C kernel (tree reductions in
@@ -377,7 +381,67 @@ def all_variants() -> tuple[Variant, ...]:
                                 continue
                             for ln, ptrs in _family_launches(blow, bins, bouts):
                                 add(bop.name, _tag(bp), ln, ptrs)
+    for v in fused_variants():
+        found[(v.op + v.tag, v.spec)] = v
     return _named(found.values())
+
+
+# Chains the fusion pass turns into one kernel each (nnsym/passes/fuse.py), as
+# (tag, input count, [(operator, parameters, operand indices)]): operand k < inputs is input k,
+# else the result of step k - inputs.
+FUSED_CHAINS: tuple[tuple[str, int, tuple[tuple[str, dict[str, Any], tuple[int, ...]], ...]],
+                    ...] = (
+    ("map", 2, (("relu", {}, (0,)), ("_mul_scalar", {"scalar": 0.5}, (2,)), ("tanh", {}, (1,)),
+                ("elemwise_add", {}, (3, 4)), ("_contrib_quadratic", {"a": 1.5, "b": -0.5,
+                                                                      "c": 0.25}, (5,)))),
+    ("params", 2, (("broadcast_mul", {}, (0, 1)), ("clip", {"a_min": -1.0, "a_max": 1.0}, (2,)),
+                   ("_maximum", {}, (3, 0)), ("_rminus_scalar", {"scalar": 2.0}, (4,)))),
+    ("backward", 2, (("_backward_sigmoid", {}, (0, 1)), ("_mul_scalar", {"scalar": -1.5}, (2,)),
+                     ("elemwise_mul", {}, (3, 1)))),
+)
+FUSED_DTYPES = ("float32", "float64", "float16", "int32")
+
+
+def fused_variants(n: int = 200) -> list[Variant]:
+    """The fused kernels of ``FUSED_CHAINS`` on ``n`` elements, in every dtype the chain's
+    operators take and both write modes."""
+    out: list[Variant] = []
+    for tag, nin, chain in FUSED_CHAINS:
+        for dt in FUSED_DTYPES:
+            xs = [variable(f"in{i}") for i in range(nin)]
+            ents: list[Entry] = [Entry(x) for x in xs]
+            for k, (opname, raw, operands) in enumerate(chain):
+                op = get_op(opname)
+                params, _ = op.parse_params(raw)
+                ents.append(Entry(Node(op, f"s{k}", params, tuple(ents[j] for j in operands))))
+            n_ent = len(ents)  # the variables' entries, then one per step
+            g = Graph((ents[-1],), GraphAttrs(
+                shape=tuple([(n,)] * nin + [None] * (n_ent - nin)),
+                dtype=tuple([np.dtype(dt)] * nin + [None] * (n_ent - nin))))
+            try:
+                g = run_passes(g, [infer_shape, infer_type, infer_storage_type,
+                                   fuse_elementwise()])
+            except (NNSymError, *_SKIP):
+                continue
+            idx = g.index
+            fused = [nid for nid, nd in enumerate(idx.nodes) if nd.op is not None]
+            if len(fused) != 1 or idx.nodes[fused[0]].op.name != "_fused_elemwise":  # type: ignore[union-attr]
+                continue
+            node = idx.nodes[fused[0]]
+            assert node.op is not None and g.attrs.dtype is not None
+            in_dt = [g.attrs.dtype[e] for e in idx.input_entries[fused[0]]]
+            out_dt = g.attrs.dtype[idx.row_ptr[fused[0]]]
+            for req in REQS:
+                try:
+                    nl = lower(node.op, node.params, [(n,)] * len(in_dt), in_dt, [(n,)],
+                               [out_dt], [req])
+                except (NNSymError, *_SKIP):
+                    continue
+                for ln in nl.lowered.launches:
+                    out.append(Variant("_fused_elemwise", tag, ln.spec, tuple(ln.ia),
+                                       tuple(ln.fa), ((n,),) * (len(in_dt) + 1),
+                                       tuple(np.dtype(t).name for t in [*in_dt, out_dt])))
+    return out
 
 
 def _named(vs: Iterable[Variant]) -> tuple[Variant, ...]:
