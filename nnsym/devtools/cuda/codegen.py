@@ -424,13 +424,14 @@ def fused_variants(n: int = 200) -> list[Variant]:
             except (NNSymError, *_SKIP):
                 continue
             idx = g.index
-            fused = [nid for nid, nd in enumerate(idx.nodes) if nd.op is not None]
-            if len(fused) != 1 or idx.nodes[fused[0]].op.name != "_fused_elemwise":  # type: ignore[union-attr]
-                continue
+            fused = [nid for nid, nd in enumerate(idx.nodes)
+                     if nd.op is not None and nd.op.name == "_fused_elemwise"]
+            if len(fused) != 1 or len(idx.nodes) != nin + 1:
+                continue  # not one kernel for the whole chain
             node = idx.nodes[fused[0]]
             assert node.op is not None and g.attrs.dtype is not None
-            in_dt = [g.attrs.dtype[e] for e in idx.input_entries[fused[0]]]
-            out_dt = g.attrs.dtype[idx.row_ptr[fused[0]]]
+            in_dt = [np.dtype(g.attrs.dtype[e]) for e in idx.input_entries[fused[0]]]
+            out_dt = np.dtype(g.attrs.dtype[idx.row_ptr[fused[0]]])
             for req in REQS:
                 try:
                     nl = lower(node.op, node.params, [(n,)] * len(in_dt), in_dt, [(n,)],
