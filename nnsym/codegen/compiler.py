@@ -463,7 +463,7 @@ def default_num_threads() -> int:
 
 def set_num_threads(n: int) -> int:
     """Threads the kernels may use (the calling thread included; 1 runs everything serially).
-    Only large matrix-vector products split today. Returns the number set."""
+    Large matrix-vector products and fused elementwise kernels split. Returns the number set."""
     if int(n) < 1:
         raise NNSymError(f"set_num_threads needs a positive count, not {n!r}")
     return int(runtime().nnsym_set_threads(int(n)))
