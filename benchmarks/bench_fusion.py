@@ -76,7 +76,7 @@ def main() -> None:
             compiled = torch.compile(w3_torch)
             compiled()
             results.append(row(w, "torch.compile", measure(compiled, samples=samples)))
-        except Exception as e:  # noqa: BLE001 - a peer that cannot compile is reported, not fatal
+        except Exception as e:
             print(f"# torch.compile failed: {type(e).__name__}: {e}")
     report(results)
     fused = next(r for r in results if r["peer"] == "nnsym fused")
