@@ -4,8 +4,9 @@ A group is a root node plus producers all of whose readers are in the group (so 
 outside reads an intermediate, and the intermediates disappear from the memory plan); members
 share the root's shape and output dtype, and the forward or backward phase. A node joins only
 when its dense kernel is one of the plain elementwise templates (``scalar_form``): unary,
-scalar and same-shape binary operators (broadcasting ones where the shapes agree) and the
-generated ``_backward_<op>`` nodes. Graph outputs stay materialised (they are roots). Sparse
+scalar and same-shape binary operators (broadcasting ones where the shapes agree), ``add_n``
+of up to 8 inputs (the gradient graph's ``sum_grad``) and the generated ``_backward_<op>``
+nodes. Graph outputs stay materialised (they are roots). Sparse
 nodes, nodes with storage-type dispatch and multi-output nodes are left alone.
 
 ``NNSYM_FUSION=0`` turns fusion off in bound graphs (``fusion_enabled``).
@@ -206,7 +207,8 @@ def _fused_node(g: Graph, group: Sequence[int], forms: dict[int, ScalarForm],
     names = [idx.nodes[m].name for m in group]
     in_dtypes = tuple(a.dtype[e].name for e in ext)  # type: ignore[union-attr]
     params = FusedParams(tuple(steps), in_dtypes, tuple(fa))
-    attrs = {**root.attrs, "fused_nodes": ",".join(names),
+    hidden = {k: v for k, v in root.attrs.items() if k.startswith("__")}  # not the params
+    attrs = {**hidden, "fused_nodes": ",".join(names),
              "fused_ops": ",".join(s.op for s in steps)}
     ins = tuple(entry(e) for e in ext)
     dep_src = Node(None, "", None, (), {}, tuple(

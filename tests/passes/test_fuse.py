@@ -336,3 +336,17 @@ def test_fused_graph_on_the_emulated_gpu_matches_unfused():
     assert same_bits(res[0][0], res[1][0]) and same_bits(res[0][1], res[1][1])
     np.testing.assert_allclose(res[0][0], res[2][0], rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(res[0][1], res[2][1], rtol=1e-6, atol=1e-7)
+
+
+def test_w3_backward_fuses_the_gradient_sum():
+    """With gradients, the forward values backward reads stay materialised; the backward maps
+    and the gradient sum (add_n) fuse, bit for bit."""
+    x = sym.var("x")
+    arrays = {"x": np.random.default_rng(4).uniform(-2, 2, 64).astype(np.float32)}
+    heads = [np.random.default_rng(5).uniform(-1, 1, 64).astype(np.float32)]
+    (fo, fg, fex), (uo, ug, _) = run_both(w3(x), arrays, heads)
+    assert same_bits(fo[0], uo[0]) and same_bits(fg[0], ug[0])
+    nodes = {nd["name"]: nd for nd in json.loads(fex.tojson())["nodes"]}
+    s = nodes["sum_grad"]
+    assert s["op"] == "_fused_elemwise" and s["attrs"]["fused_ops"].endswith(",add_n")
+    assert "num_args" not in s["attrs"]  # the root's parameters are not the fused node's

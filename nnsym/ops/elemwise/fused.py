@@ -74,13 +74,17 @@ def scalar_form(low: Lowered, n: int) -> ScalarForm | None:
         return None
     c = ln.spec.context()
     t = ln.spec.template
-    if c.get("req") != "write" or "nnsym_" in str(c.get("expr", "nnsym_")):
+    if c.get("req") != "write" or "nnsym_" in str(c.get("expr", "")):
         return None
     if t == "elemwise/elemwise_unary.c.j2" and ln.ia == (n,):
         return ScalarForm(c["expr"], ("x",), c["in_dtype"], tuple(c["fparams"]), ln.fa)
     if (t == "common/elemwise_binary.c.j2" and c["nd"] == 1 and c["inner"] == "vv"
             and ln.ia == (n,) and c["dtype"] == c["out_dtype"]):
         return ScalarForm(c["expr"], ("a", "b"), c["out_dtype"], (), ())
+    if t == "elemwise/elemwise_add_n.c.j2" and ln.ia == (n,) and c["num"] <= c["group"]:
+        # one pass: left to right in T, one store (more inputs take several rounded passes)
+        names = tuple(f"x{k}" for k in range(c["num"]))
+        return ScalarForm(" + ".join(names), names, c["dtype"], (), ())
     if t == "common/elemwise_backward.c.j2" and ln.ia == (n,):
         names = ("g",) + (("x",) if c["uses_x"] else ()) + (("y",) if c["uses_y"] else ())
         return ScalarForm(c["expr"], names, c["dtype"], tuple(c["fparams"]), ln.fa)
