@@ -84,7 +84,7 @@ def _fusable(op, ex) -> bool:
 
 
 CASES = [(op, k, ex) for name, op in sorted(REGISTRY.items())
-         if not name.startswith("_backward") and DENSE in op.kernels and op.expr is not None
+         if not name.startswith("_backward") and DENSE in op.kernels
          for k, ex in enumerate(op.examples) if _fusable(op, ex)]
 DTYPES = sorted({ex.dtype for _, _, ex in CASES})
 
