@@ -72,6 +72,8 @@ def fused_names(ex: Executor) -> set[str]:
 
 def _fusable(op, ex) -> bool:
     """The operator's dense kernel on this example is one a fused kernel can take over."""
+    if op.train_mode or op.random or op.loss:
+        return False  # never fused (a training form, random draws, a loss head)
     try:
         p, _ = op.parse_params(dict(ex.params))
         dts = [np.dtype(ex.dtype)] * len(ex.shapes)

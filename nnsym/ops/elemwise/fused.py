@@ -81,6 +81,10 @@ def scalar_form(low: Lowered, n: int) -> ScalarForm | None:
     if (t == "common/elemwise_binary.c.j2" and c["nd"] == 1 and c["inner"] == "vv"
             and ln.ia == (n,) and c["dtype"] == c["out_dtype"]):
         return ScalarForm(c["expr"], ("a", "b"), c["out_dtype"], (), ())
+    if (t == "nn/activation.c.j2" and c["n_in"] == 1 and not c["gamma"]
+            and c["mask_expr"] is None and ln.ia == (n,)):
+        # Activation / LeakyReLU: the unary kernel's arithmetic (x in the input's type)
+        return ScalarForm(c["expr"], ("x",), c["in_dtype"], tuple(c["fparams"]), ln.fa)
     if t == "elemwise/elemwise_add_n.c.j2" and ln.ia == (n,) and c["num"] <= c["group"]:
         # one pass: left to right in T, one store (more inputs take several rounded passes)
         names = tuple(f"x{k}" for k in range(c["num"]))
