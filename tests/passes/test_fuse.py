@@ -21,6 +21,7 @@ from nnsym.executor.executor import Executor
 from nnsym.ir.opdef import DENSE
 from nnsym.ops import REGISTRY
 from nnsym.ops.elemwise.fused import PAR_MIN, scalar_form
+from nnsym.passes.infer import infer_shape, infer_type
 from nnsym.passes.lower import lower
 from nnsym.testing import as_nd, infer_node, make_inputs
 
@@ -352,3 +353,41 @@ def test_w3_backward_fuses_the_gradient_sum():
     s = nodes["sum_grad"]
     assert s["op"] == "_fused_elemwise" and s["attrs"]["fused_ops"].endswith(",add_n")
     assert "num_args" not in s["attrs"]  # the root's parameters are not the fused node's
+
+
+def test_pass_on_a_graph_before_and_expected():
+    """The pass alone (Graph -> Graph): x -> relu -> *2 -> +y, with the relu also an output:
+    expected [relu (kept: an output), fused(mul, add) reading relu and y]; attributes carried
+    over for the surviving entries."""
+    from nnsym.ir.graph import Entry, Graph, GraphAttrs, Node, variable
+    from nnsym.ops import get_op
+    from nnsym.passes.fuse import fuse_elementwise
+    from nnsym.passes.manager import run_passes
+    from nnsym.passes.stype import infer_storage_type
+
+    x, y = variable("x"), variable("y")
+    relu = Node(get_op("relu"), "r", get_op("relu").parse_params({})[0], (Entry(x),))
+    mul_op = get_op("_mul_scalar")
+    mul = Node(mul_op, "m", mul_op.parse_params({"scalar": 2.0})[0], (Entry(relu),))
+    add_op = get_op("elemwise_add")
+    add = Node(add_op, "a", add_op.parse_params({})[0], (Entry(mul), Entry(y)))
+    f32 = np.dtype(np.float32)
+    g = Graph((Entry(relu), Entry(add)),
+              GraphAttrs(shape=((4,), (4,), (4,), None, None), dtype=(f32, f32, f32, None, None)))
+    g = run_passes(g, [infer_shape, infer_type, infer_storage_type])
+    out = run_passes(g, [fuse_elementwise()])
+    idx = out.index
+    ops = [nd.op.name if nd.op else None for nd in idx.nodes]
+    assert ops == [None, "relu", None, "_fused_elemwise"]
+    fused = idx.nodes[3]
+    assert [e.node for e in fused.inputs] == [relu, y]  # the kept relu node itself, then y
+    assert fused.name == "a" and fused.attrs["fused_nodes"] == "m,a"
+    assert [s.op for s in fused.params.steps] == ["_mul_scalar", "elemwise_add"]
+    assert [s.operands for s in fused.params.steps] == [("v0",), ("t0", "v1")]
+    assert fused.params.fa == (2.0,)
+    assert out.attrs.shape == ((4,),) * 4 and out.attrs.dtype == (f32,) * 4
+    assert out.outputs[0] == Entry(relu)
+    # nothing to fuse (a single elementwise node): the same graph back
+    alone = run_passes(Graph((Entry(relu),), GraphAttrs(shape=((4,), None), dtype=(f32, None))),
+                       [infer_shape, infer_type, infer_storage_type])
+    assert run_passes(alone, [fuse_elementwise()]) is alone
