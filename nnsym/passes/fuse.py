@@ -2,9 +2,10 @@
 
 A group is a root node plus producers all of whose readers are in the group (so nothing
 outside reads an intermediate, and the intermediates disappear from the memory plan); members
-share the root's shape and output dtype, and the forward or backward phase. A node joins only
+share the root's shape and output dtype, and the forward or backward phase. The group's
+inputs may broadcast to the root's shape (numpy's rule); its intermediates never do. A node joins only
 when its dense kernel is one of the plain elementwise templates (``scalar_form``): unary,
-scalar and same-shape binary operators (broadcasting ones where the shapes agree), ``add_n``
+scalar, ``Activation`` and binary operators (same-shape and broadcasting), ``add_n``
 of up to 8 inputs (the gradient graph's ``sum_grad``) and the generated ``_backward_<op>``
 nodes. Graph outputs stay materialised (they are roots). Sparse
 nodes, nodes with storage-type dispatch and multi-output nodes are left alone.
@@ -49,7 +50,7 @@ def _form(node: Node, nid: int, g: Graph) -> ScalarForm | None:
     shape = a.shape[out]
     if shape is None or any(d is None for d in shape):
         return None
-    if any(a.shape[e] != shape or a.stype[e] != SType.DEFAULT for e in ins) or \
+    if any(a.stype[e] != SType.DEFAULT or not _broadcasts(a.shape[e], shape) for e in ins) or \
             a.stype[out] != SType.DEFAULT:
         return None
     kernel = op.kernels.get(DENSE)
@@ -62,8 +63,8 @@ def _form(node: Node, nid: int, g: Graph) -> ScalarForm | None:
     if n == 0:
         return None
     in_dtypes = tuple(np.dtype(a.dtype[e]) for e in ins)
-    call = KernelCall(node.params, (dims,) * len(ins), in_dtypes, (dims,),
-                      (np.dtype(a.dtype[out]),))
+    in_shapes = tuple(tuple(int(d or 0) for d in a.shape[e]) for e in ins)  # type: ignore[union-attr]
+    call = KernelCall(node.params, in_shapes, in_dtypes, (dims,), (np.dtype(a.dtype[out]),))
     try:
         low = kernel.lower(call)
     except Exception:  # a node whose kernel refuses this call is simply not fused
@@ -72,6 +73,13 @@ def _form(node: Node, nid: int, g: Graph) -> ScalarForm | None:
     if form is None or len(form.names) != len(ins):
         return None
     return form
+
+
+def _broadcasts(s: tuple[int | None, ...] | None, out: tuple[int | None, ...]) -> bool:
+    """``s`` is known and broadcasts to ``out`` (numpy's rule) without growing a dimension."""
+    if s is None or any(d is None for d in s) or len(s) > len(out):
+        return False
+    return all(d in (1, o) for d, o in zip(s[::-1], out[::-1]))
 
 
 def fuse_elementwise(forward_outputs: int | None = None) -> GraphPass:
@@ -113,7 +121,8 @@ def _fuse(g: Graph, forward_outputs: int | None) -> Graph:
         if (out not in is_output and rs and root >= 0
                 and all(group[r] == root for r in rs)
                 and (id(nodes[nid]) in fwd) == (id(nodes[root]) in fwd)
-                and a.dtype[out] == a.dtype[idx.row_ptr[root]]):
+                and a.dtype[out] == a.dtype[idx.row_ptr[root]]
+                and a.shape[out] == a.shape[idx.row_ptr[root]]):  # members: the root's shape
             group[nid] = root
         else:
             group[nid] = nid

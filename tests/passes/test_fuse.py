@@ -243,15 +243,23 @@ def test_outputs_needed_separately_stay_materialised():
     assert groups == [["r", "h"], ["m", "e"]]
 
 
-def test_no_fusion_across_shapes_or_dtypes():
+def test_broadcast_inputs_fuse_but_smaller_intermediates_stay_apart():
     a, b = sym.var("a"), sym.var("b")
-    net = sym.tanh(sym.broadcast_add(sym.exp(sym.relu(a, name="ra"), name="ea"), b, name="add"),
-                   name="t")
-    arrays = {"a": np.ones((3, 4), np.float32), "b": np.ones((1, 4), np.float32)}
-    (fo, _, fex), (uo, _, _) = run_both(net, arrays)
-    assert same_bits(fo[0], uo[0])
-    assert fused_names(fex) == {"ra", "ea"}  # nothing across the broadcasting add
+    # b (1, 4) is read in place by the broadcasting add; relu(b) has b's shape, not the
+    # root's, so it stays a kernel of its own
+    net = sym.tanh(sym.broadcast_add(sym.exp(sym.relu(a, name="ra"), name="ea"),
+                                     sym.relu(b, name="rb"), name="add"), name="t")
+    rng = np.random.default_rng(6)
+    for sa, sb in (((3, 4), (1, 4)), ((3, 4), (3, 1)), ((2, 3, 5), (3, 1)), ((2, 3, 5), (1,)),
+                   ((2, 3, 5), (2, 1, 5))):
+        arrays = {"a": rng.uniform(-2, 2, sa).astype(np.float32),
+                  "b": rng.uniform(-2, 2, sb).astype(np.float32)}
+        (fo, _, fex), (uo, _, _) = run_both(net, arrays)
+        assert same_bits(fo[0], uo[0]), (sa, sb)
+        assert fused_names(fex) == {"ra", "ea", "add", "t"}, (sa, sb)
 
+
+def test_no_fusion_across_dtypes():
     i = sym.var("i")
     mixed = sym.exp(sym._div_scalar(sym.abs(i, name="ab"), scalar=2.0, is_int=False,
                                     name="dv"), name="ex")
@@ -391,3 +399,25 @@ def test_pass_on_a_graph_before_and_expected():
     alone = run_passes(Graph((Entry(relu),), GraphAttrs(shape=((4,), None), dtype=(f32, None))),
                        [infer_shape, infer_type, infer_storage_type])
     assert run_passes(alone, [fuse_elementwise()]) is alone
+
+
+def test_large_broadcast_kernel_is_independent_of_the_thread_count():
+    a, b, c = sym.var("a"), sym.var("b"), sym.var("c")
+    net = sym.relu(sym.broadcast_mul(sym.broadcast_add(sym.tanh(a), b), c))
+    rng = np.random.default_rng(8)
+    arrays = {"a": rng.uniform(-2, 2, (257, 600)).astype(np.float32),
+              "b": rng.uniform(-2, 2, (1, 600)).astype(np.float32),
+              "c": rng.uniform(-2, 2, (257, 1)).astype(np.float32)}
+    assert 257 * 600 >= 4 * PAR_MIN
+    ex = bind(net, arrays, fusion=True)
+    assert "_fused_elemwise" in ex.debug_str() and ex.debug_str().count("Op:") == 1
+    old = compiler.set_num_threads(1)
+    try:
+        outs = []
+        for t in (1, 2, 3):
+            compiler.set_num_threads(t)
+            outs.append(ex.forward()[0].asnumpy().copy())
+    finally:
+        compiler.set_num_threads(old)
+    unfused = bind(net, arrays, fusion=False).forward()[0].asnumpy()
+    assert all(same_bits(o, unfused) for o in outs)

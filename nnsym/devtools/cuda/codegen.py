@@ -387,26 +387,34 @@ def all_variants() -> tuple[Variant, ...]:
 
 
 # Chains the fusion pass turns into one kernel each (nnsym/passes/fuse.py), as
-# (tag, input count, [(operator, parameters, operand indices)]): operand k < inputs is input k,
-# else the result of step k - inputs.
-FUSED_CHAINS: tuple[tuple[str, int, tuple[tuple[str, dict[str, Any], tuple[int, ...]], ...]],
-                    ...] = (
-    ("map", 2, (("relu", {}, (0,)), ("_mul_scalar", {"scalar": 0.5}, (2,)), ("tanh", {}, (1,)),
-                ("elemwise_add", {}, (3, 4)), ("_contrib_quadratic", {"a": 1.5, "b": -0.5,
-                                                                      "c": 0.25}, (5,)))),
-    ("params", 2, (("broadcast_mul", {}, (0, 1)), ("clip", {"a_min": -1.0, "a_max": 1.0}, (2,)),
-                   ("_maximum", {}, (3, 0)), ("_rminus_scalar", {"scalar": 2.0}, (4,)))),
-    ("backward", 2, (("_backward_sigmoid", {}, (0, 1)), ("_mul_scalar", {"scalar": -1.5}, (2,)),
-                     ("elemwise_mul", {}, (3, 1)))),
+# (tag, input shapes, [(operator, parameters, operand indices)]): operand k below the input
+# count is input k, else the result of step k - inputs.
+FusedChain = tuple[str, tuple[tuple[int, ...], ...],
+                   tuple[tuple[str, dict[str, Any], tuple[int, ...]], ...]]
+FUSED_CHAINS: tuple[FusedChain, ...] = (
+    ("map", ((200,), (200,)),
+     (("relu", {}, (0,)), ("_mul_scalar", {"scalar": 0.5}, (2,)), ("tanh", {}, (1,)),
+      ("elemwise_add", {}, (3, 4)),
+      ("_contrib_quadratic", {"a": 1.5, "b": -0.5, "c": 0.25}, (5,)))),
+    ("params", ((200,), (200,)),
+     (("broadcast_mul", {}, (0, 1)), ("clip", {"a_min": -1.0, "a_max": 1.0}, (2,)),
+      ("_maximum", {}, (3, 0)), ("_rminus_scalar", {"scalar": 2.0}, (4,)))),
+    ("backward", ((200,), (200,)),
+     (("_backward_sigmoid", {}, (0, 1)), ("_mul_scalar", {"scalar": -1.5}, (2,)),
+      ("elemwise_mul", {}, (3, 1)))),
+    ("broadcast", ((4, 7, 9), (1, 7, 1), (4, 1, 9)),
+     (("sigmoid", {}, (0,)), ("broadcast_add", {}, (3, 1)), ("broadcast_mul", {}, (4, 2)),
+      ("negative", {}, (5,)))),
 )
 FUSED_DTYPES = ("float32", "float64", "float16", "int32")
 
 
-def fused_variants(n: int = 200) -> list[Variant]:
-    """The fused kernels of ``FUSED_CHAINS`` on ``n`` elements, in every dtype the chain's
-    operators take and both write modes."""
+def fused_variants() -> list[Variant]:
+    """The fused kernels of ``FUSED_CHAINS``, in every dtype the chain's operators take and
+    both write modes."""
     out: list[Variant] = []
-    for tag, nin, chain in FUSED_CHAINS:
+    for tag, shapes, chain in FUSED_CHAINS:
+        nin = len(shapes)
         for dt in FUSED_DTYPES:
             xs = [variable(f"in{i}") for i in range(nin)]
             ents: list[Entry] = [Entry(x) for x in xs]
@@ -414,10 +422,13 @@ def fused_variants(n: int = 200) -> list[Variant]:
                 op = get_op(opname)
                 params, _ = op.parse_params(raw)
                 ents.append(Entry(Node(op, f"s{k}", params, tuple(ents[j] for j in operands))))
-            n_ent = len(ents)  # the variables' entries, then one per step
-            g = Graph((ents[-1],), GraphAttrs(
-                shape=tuple([(n,)] * nin + [None] * (n_ent - nin)),
-                dtype=tuple([np.dtype(dt)] * nin + [None] * (n_ent - nin))))
+            bare = Graph((ents[-1],))
+            seed_s: list[Any] = [None] * bare.index.num_entries
+            seed_t: list[Any] = [None] * bare.index.num_entries
+            for x, shp in zip(xs, shapes):
+                eid = bare.index.row_ptr[bare.index.node_id(x)]
+                seed_s[eid], seed_t[eid] = shp, np.dtype(dt)
+            g = Graph(bare.outputs, GraphAttrs(shape=tuple(seed_s), dtype=tuple(seed_t)))
             try:
                 g = run_passes(g, [infer_shape, infer_type, infer_storage_type,
                                    fuse_elementwise()])
@@ -430,17 +441,21 @@ def fused_variants(n: int = 200) -> list[Variant]:
                 continue  # not one kernel for the whole chain
             node = idx.nodes[fused[0]]
             assert node.op is not None and g.attrs.dtype is not None
-            in_dt = [np.dtype(g.attrs.dtype[e]) for e in idx.input_entries[fused[0]]]
-            out_dt = np.dtype(g.attrs.dtype[idx.row_ptr[fused[0]]])
+            assert g.attrs.shape is not None
+            ins = idx.input_entries[fused[0]]
+            in_s = [tuple(int(d or 0) for d in g.attrs.shape[e]) for e in ins]  # type: ignore[union-attr]
+            in_dt = [np.dtype(g.attrs.dtype[e]) for e in ins]
+            o = idx.row_ptr[fused[0]]
+            out_s = tuple(int(d or 0) for d in g.attrs.shape[o])  # type: ignore[union-attr]
+            out_dt = np.dtype(g.attrs.dtype[o])
             for req in REQS:
                 try:
-                    nl = lower(node.op, node.params, [(n,)] * len(in_dt), in_dt, [(n,)],
-                               [out_dt], [req])
+                    nl = lower(node.op, node.params, in_s, in_dt, [out_s], [out_dt], [req])
                 except (NNSymError, *_SKIP):
                     continue
                 for ln in nl.lowered.launches:
                     out.append(Variant("_fused_elemwise", tag, ln.spec, tuple(ln.ia),
-                                       tuple(ln.fa), ((n,),) * (len(in_dt) + 1),
+                                       tuple(ln.fa), (*in_s, out_s),
                                        tuple(np.dtype(t).name for t in [*in_dt, out_dt])))
     return out
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from nnsym.ir.opdef import DENSE, Kernel, OpDef, elemwise_shape
+from nnsym.ir.opdef import DENSE, Kernel, OpDef
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, comptype, size
 
 TEMPLATE = "elemwise/fused.c.j2"
@@ -78,8 +78,8 @@ def scalar_form(low: Lowered, n: int) -> ScalarForm | None:
         return None
     if t == "elemwise/elemwise_unary.c.j2" and ln.ia == (n,):
         return ScalarForm(c["expr"], ("x",), c["in_dtype"], tuple(c["fparams"]), ln.fa)
-    if (t == "common/elemwise_binary.c.j2" and c["nd"] == 1 and c["inner"] == "vv"
-            and ln.ia == (n,) and c["dtype"] == c["out_dtype"]):
+    if t == "common/elemwise_binary.c.j2" and c["dtype"] == c["out_dtype"]:
+        # broadcasting too: the fused kernel indexes each input by its own shape
         return ScalarForm(c["expr"], ("a", "b"), c["out_dtype"], (), ())
     if (t == "nn/activation.c.j2" and c["n_in"] == 1 and not c["gamma"]
             and c["mask_expr"] is None and ln.ia == (n,)):
@@ -107,6 +107,39 @@ class FusedParams:
         return {"num_steps": str(len(self.steps))}
 
 
+def broadcast_rows(out: tuple[int, ...],
+                   ins: tuple[tuple[int, ...], ...]) -> list[tuple[int, tuple[int, ...]]]:
+    """The output's dims as ``(size, per-input strides)`` rows (strides in elements, 0 where an
+    input is broadcast), size-1 dims dropped and neighbours that are one run in every input
+    merged: a same-shape group is one row with strides all 1."""
+    nd = len(out)
+    padded = [(1,) * (nd - len(s)) + tuple(s) for s in ins]
+    strides = []
+    for s in padded:
+        st, acc = [0] * nd, 1
+        for i in range(nd - 1, -1, -1):
+            st[i] = 0 if s[i] == 1 else acc
+            acc *= s[i]
+        strides.append(st)
+    rows: list[tuple[int, tuple[int, ...]]] = []
+    for d in range(nd):
+        if out[d] == 1:
+            continue
+        cur = tuple(st[d] for st in strides)
+        if rows and all(p == c * out[d] for p, c in zip(rows[-1][1], cur)):
+            rows[-1] = (rows[-1][0] * out[d], cur)
+        else:
+            rows.append((out[d], cur))
+    return rows or [(1, (1,) * len(ins))]
+
+
+def _fused_shape(p: FusedParams, ins: list[Any], outs: list[Any]) -> tuple[list[Any], list[Any]]:
+    known = [s for s in ins if s is not None and all(d is not None for d in s)]
+    if len(known) != len(ins):
+        return list(ins), list(outs)
+    return list(ins), [tuple(int(d) for d in np.broadcast_shapes(*known))]
+
+
 def _fused_type(p: FusedParams, ins: list[Any], outs: list[Any]) -> tuple[list[Any], list[Any]]:
     return [np.dtype(t) for t in p.in_dtypes], [np.dtype(p.steps[-1].out_dtype)]
 
@@ -119,6 +152,10 @@ def fused_lowering(call: KernelCall) -> Lowered:
     for s in p.steps:
         if not all(_OPERAND.match(o) for o in s.operands):
             raise ValueError(f"bad fused operand in {s.operands}")
+    rows = broadcast_rows(call.out_shapes[0], call.in_shapes)
+    if any(st not in (0, 1) for st in rows[-1][1]):
+        raise ValueError(f"fused inputs {call.in_shapes} are not contiguous in the output's "
+                         f"last dimension {call.out_shapes[0]}")
     spec = KernelSpec.make(
         TEMPLATE,
         in_dtypes=p.in_dtypes,
@@ -126,8 +163,12 @@ def fused_lowering(call: KernelCall) -> Lowered:
         req=call.out_req(0),
         par_min=PAR_MIN,
         block=BLOCK,
+        nd=len(rows),
+        inner=rows[-1][1],
     )
-    return Lowered((Launch(spec, (n,), p.fa),))
+    outer = tuple(r[0] for r in rows[:-1])
+    strides = tuple(r[1][k] for k in range(len(call.in_shapes)) for r in rows[:-1])
+    return Lowered((Launch(spec, (n, rows[-1][0], *outer, *strides), p.fa),))
 
 
 @functools.cache
@@ -138,7 +179,7 @@ def fused_op(num_inputs: int) -> OpDef:
         name="_fused_elemwise",
         params=FusedParams,  # type: ignore[arg-type]
         inputs=tuple(f"arg{i}" for i in range(num_inputs)),
-        infer_shape=elemwise_shape,
+        infer_shape=_fused_shape,
         infer_type=_fused_type,
         inplace=tuple((i, 0) for i in range(num_inputs)),
         kernels={DENSE: Kernel(fused_lowering)},
