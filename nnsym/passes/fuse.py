@@ -4,11 +4,11 @@ A group is a root node plus producers all of whose readers are in the group (so 
 outside reads an intermediate, and the intermediates disappear from the memory plan); members
 share the root's shape and output dtype, and the forward or backward phase. The group's
 inputs may broadcast to the root's shape (numpy's rule); its intermediates never do. A node
-joins only when its dense kernel is one of the plain elementwise templates (``scalar_form``): unary,
-scalar, ``Activation`` and binary operators (same-shape and broadcasting), ``add_n``
-of up to 8 inputs (the gradient graph's ``sum_grad``) and the generated ``_backward_<op>``
-nodes. Graph outputs stay materialised (they are roots). Sparse
-nodes, nodes with storage-type dispatch and multi-output nodes are left alone.
+joins only when its dense kernel is one of the plain elementwise templates
+(``scalar_form``): unary, scalar, ``Activation`` and binary operators (same-shape and
+broadcasting), ``add_n`` of up to 8 inputs (the gradient graph's ``sum_grad``) and the
+generated ``_backward_<op>`` nodes. Graph outputs stay materialised (they are roots).
+Sparse nodes, nodes with storage-type dispatch and multi-output nodes are left alone.
 
 ``NNSYM_FUSION=0`` turns fusion off in bound graphs (``fusion_enabled``).
 """
