@@ -467,7 +467,8 @@ def default_num_threads() -> int:
 
 def set_num_threads(n: int) -> int:
     """Threads nnsym's worker pool may use (the calling thread included; 1 runs everything
-    serially). Returns the number set. ``nnsym.runtime.threads.set_num_threads`` sets the
+    serially; large matrix-vector products, fused elementwise kernels and the other split
+    kernels use them). Returns the number set. ``nnsym.runtime.threads.set_num_threads`` sets the
     BLAS's threads too."""
     try:
         count = operator.index(n)

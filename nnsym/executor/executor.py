@@ -37,6 +37,7 @@ from nnsym.ndarray.sparse import (
 )
 from nnsym.ops.common.rng import next_seed
 from nnsym.ops.common.stype import Decision, on_fallback
+from nnsym.passes.fuse import fuse_elementwise, fusion_enabled
 from nnsym.passes.gradient import gradient
 from nnsym.passes.infer import infer_shape, infer_type
 from nnsym.passes.lower import dense_kernel, lower
@@ -125,9 +126,12 @@ class Executor:
     def __init__(self, symbol: Any, ctx: Context | None, args: Any, args_grad: Any = None,
                  grad_req: Any = "write", aux_states: Any = None,
                  shared_pools: list[np.ndarray] | None = None,
-                 infer_grad_stypes: frozenset[str] = frozenset()):
+                 infer_grad_stypes: frozenset[str] = frozenset(), fusion: bool | None = None):
         """``infer_grad_stypes``: names of arguments whose gradient arrays the executor may
-        replace by zeros of the inferred gradient storage type (simple_bind's own arrays)."""
+        replace by zeros of the inferred gradient storage type (simple_bind's own arrays).
+        ``fusion``: fuse elementwise nodes into one kernel per group (default: on unless
+        ``NNSYM_FUSION=0``)."""
+        self._fusion = fusion_enabled() if fusion is None else bool(fusion)
         self._symbol = symbol
         self._infer_grad_stypes = infer_grad_stypes
         self._ctx = ctx or cpu()
@@ -251,6 +255,29 @@ class Executor:
         modes = list(sg.attrs.dispatch)
         assert sg.attrs.stype_kernel is not None
         stype_kernels = sg.attrs.stype_kernel
+        if self._fusion:
+            # Elementwise fusion (nnsym/passes/fuse.py): a new graph, the same attributes for
+            # the entries that remain; forward and backward groups stay apart.
+            fused = run_passes(
+                Graph(g.outputs, GraphAttrs(shape=tuple(shapes), dtype=tuple(dtypes),
+                                            stype=sg.attrs.stype, dispatch=sg.attrs.dispatch,
+                                            stype_kernel=stype_kernels)),
+                [fuse_elementwise(len(outputs))])
+            if fused.outputs != g.outputs:
+                g = fused
+                idx = self._idx = g.index
+                n = idx.num_entries
+                outputs = list(g.outputs[: len(outputs)])
+                grads = list(g.outputs[len(outputs):])
+                fa = g.attrs
+                assert fa.shape is not None and fa.dtype is not None and fa.stype is not None
+                assert fa.dispatch is not None and fa.stype_kernel is not None
+                shapes = [tuple(int(d or 0) for d in s) for s in fa.shape]  # type: ignore[union-attr]
+                dtypes = [np.dtype(t) for t in fa.dtype]
+                self._shapes, self._dtypes = shapes, dtypes
+                stypes = [st or SType.DEFAULT for st in fa.stype]
+                modes = list(fa.dispatch)
+                stype_kernels = fa.stype_kernel
         sparse_eids = frozenset(e for e in range(n) if stypes[e] != SType.DEFAULT)
         py_nodes = {
             nid for nid, node in enumerate(idx.nodes) if node.op is not None and (
@@ -719,7 +746,7 @@ class Executor:
         aux = [fit(n, a, tuple(int(d) for d in sh), True)
                for n, a, sh in zip(aux_names, self.aux_arrays, aux_s)]
         return Executor(sym, self._ctx, args, grads, self._reqs, aux,
-                        infer_grad_stypes=self._infer_grad_stypes)
+                        infer_grad_stypes=self._infer_grad_stypes, fusion=self._fusion)
 
     # ------------------------------------------------------------------ views of the state
     @property

@@ -112,7 +112,8 @@ def test_memory_plan_counts_real_dtype_sizes():
     assert f64.plan.total_bytes == 256 * 256 * 8
 
 
-def test_in_place_chain_gives_right_values():
+def test_in_place_chain_gives_right_values(monkeypatch):
+    monkeypatch.setenv("NNSYM_FUSION", "0")  # the in-place planner on the unfused chain
     x = sym.Variable("x")
     y = sym.sigmoid(sym.tanh(sym.exp(x, name="e"), name="t"), name="s")
     a = np.random.default_rng(5).standard_normal((3, 4))
@@ -221,8 +222,10 @@ def test_bad_input_is_reported_clearly():
         net.simple_bind()
 
 
-def test_inferred_json_has_storage_ids_and_in_place_decisions():
+def test_inferred_json_has_storage_ids_and_in_place_decisions(monkeypatch):
     import json
+
+    monkeypatch.setenv("NNSYM_FUSION", "0")  # the unfused chain (fused: tests/passes/test_fuse.py)
 
     x = sym.Variable("x")
     y = sym.sigmoid(sym.tanh(sym.exp(x, name="e"), name="t"), name="s")

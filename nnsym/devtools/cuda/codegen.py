@@ -46,8 +46,11 @@ from nnsym.ir.graph import Entry, Graph, GraphAttrs, Node, dfs_post_order, varia
 from nnsym.ir.opdef import DENSE
 from nnsym.ir.spec import CTYPES, REQS, KernelCall, KernelSpec, Launch
 from nnsym.ops import REGISTRY, get_op
+from nnsym.passes.fuse import fuse_elementwise
 from nnsym.passes.infer import infer_shape, infer_type
+from nnsym.passes.lower import lower
 from nnsym.passes.manager import run_passes
+from nnsym.passes.stype import infer_storage_type
 from nnsym.runtime.imperative import infer_one
 
 # Short family names of the three elementwise families (the others are named by their C
@@ -56,6 +59,7 @@ SHORT_NAMES: dict[str, str] = {
     "elemwise/elemwise_unary.c.j2": "unary",
     "common/elemwise_binary.c.j2": "binary",
     "common/elemwise_backward.c.j2": "backward",
+    "elemwise/fused.c.j2": "fused",
 }
 ELEMWISE = ("unary", "binary", "backward")
 # Families whose CUDA kernels may sum in another order than the C kernel (tree reductions in
@@ -377,7 +381,83 @@ def all_variants() -> tuple[Variant, ...]:
                                 continue
                             for ln, ptrs in _family_launches(blow, bins, bouts):
                                 add(bop.name, _tag(bp), ln, ptrs)
+    for v in fused_variants():
+        found[(v.op + v.tag, v.spec)] = v
     return _named(found.values())
+
+
+# Chains the fusion pass turns into one kernel each (nnsym/passes/fuse.py), as
+# (tag, input shapes, [(operator, parameters, operand indices)]): operand k below the input
+# count is input k, else the result of step k - inputs.
+FusedChain = tuple[str, tuple[tuple[int, ...], ...],
+                   tuple[tuple[str, dict[str, Any], tuple[int, ...]], ...]]
+FUSED_CHAINS: tuple[FusedChain, ...] = (
+    ("map", ((200,), (200,)),
+     (("relu", {}, (0,)), ("_mul_scalar", {"scalar": 0.5}, (2,)), ("tanh", {}, (1,)),
+      ("elemwise_add", {}, (3, 4)),
+      ("_contrib_quadratic", {"a": 1.5, "b": -0.5, "c": 0.25}, (5,)))),
+    ("params", ((200,), (200,)),
+     (("broadcast_mul", {}, (0, 1)), ("clip", {"a_min": -1.0, "a_max": 1.0}, (2,)),
+      ("_maximum", {}, (3, 0)), ("_rminus_scalar", {"scalar": 2.0}, (4,)))),
+    ("backward", ((200,), (200,)),
+     (("_backward_sigmoid", {}, (0, 1)), ("_mul_scalar", {"scalar": -1.5}, (2,)),
+      ("elemwise_mul", {}, (3, 1)))),
+    ("broadcast", ((4, 7, 9), (1, 7, 1), (4, 1, 9)),
+     (("sigmoid", {}, (0,)), ("broadcast_add", {}, (3, 1)), ("broadcast_mul", {}, (4, 2)),
+      ("negative", {}, (5,)))),
+)
+FUSED_DTYPES = ("float32", "float64", "float16", "int32")
+
+
+def fused_variants() -> list[Variant]:
+    """The fused kernels of ``FUSED_CHAINS``, in every dtype the chain's operators take and
+    both write modes."""
+    out: list[Variant] = []
+    for tag, shapes, chain in FUSED_CHAINS:
+        nin = len(shapes)
+        for dt in FUSED_DTYPES:
+            xs = [variable(f"in{i}") for i in range(nin)]
+            ents: list[Entry] = [Entry(x) for x in xs]
+            for k, (opname, raw, operands) in enumerate(chain):
+                op = get_op(opname)
+                params, _ = op.parse_params(raw)
+                ents.append(Entry(Node(op, f"s{k}", params, tuple(ents[j] for j in operands))))
+            bare = Graph((ents[-1],))
+            seed_s: list[Any] = [None] * bare.index.num_entries
+            seed_t: list[Any] = [None] * bare.index.num_entries
+            for x, shp in zip(xs, shapes):
+                eid = bare.index.row_ptr[bare.index.node_id(x)]
+                seed_s[eid], seed_t[eid] = shp, np.dtype(dt)
+            g = Graph(bare.outputs, GraphAttrs(shape=tuple(seed_s), dtype=tuple(seed_t)))
+            try:
+                g = run_passes(g, [infer_shape, infer_type, infer_storage_type,
+                                   fuse_elementwise()])
+            except (NNSymError, *_SKIP):
+                continue
+            idx = g.index
+            fused = [nid for nid, nd in enumerate(idx.nodes)
+                     if nd.op is not None and nd.op.name == "_fused_elemwise"]
+            if len(fused) != 1 or len(idx.nodes) != nin + 1:
+                continue  # not one kernel for the whole chain
+            node = idx.nodes[fused[0]]
+            assert node.op is not None and g.attrs.dtype is not None
+            assert g.attrs.shape is not None
+            ins = idx.input_entries[fused[0]]
+            in_s = [tuple(int(d or 0) for d in g.attrs.shape[e]) for e in ins]  # type: ignore[union-attr]
+            in_dt = [np.dtype(g.attrs.dtype[e]) for e in ins]
+            o = idx.row_ptr[fused[0]]
+            out_s = tuple(int(d or 0) for d in g.attrs.shape[o])  # type: ignore[union-attr]
+            out_dt = np.dtype(g.attrs.dtype[o])
+            for req in REQS:
+                try:
+                    nl = lower(node.op, node.params, in_s, in_dt, [out_s], [out_dt], [req])
+                except (NNSymError, *_SKIP):
+                    continue
+                for ln in nl.lowered.launches:
+                    out.append(Variant("_fused_elemwise", tag, ln.spec, tuple(ln.ia),
+                                       tuple(ln.fa), (*in_s, out_s),
+                                       tuple(np.dtype(t).name for t in [*in_dt, out_dt])))
+    return out
 
 
 def _named(vs: Iterable[Variant]) -> tuple[Variant, ...]:

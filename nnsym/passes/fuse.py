@@ -1,0 +1,229 @@
+"""Elementwise fusion: groups of dense elementwise nodes become one fused node each.
+
+A group is a root node plus producers all of whose readers are in the group (so nothing
+outside reads an intermediate, and the intermediates disappear from the memory plan); members
+share the root's shape and output dtype, and the forward or backward phase. The group's
+inputs may broadcast to the root's shape (numpy's rule); its intermediates never do. A node
+joins only when its dense kernel is one of the plain elementwise templates
+(``scalar_form``): unary, scalar, ``Activation`` and binary operators (same-shape and
+broadcasting), ``add_n`` of up to 8 inputs (the gradient graph's ``sum_grad``) and the
+generated ``_backward_<op>`` nodes. Graph outputs stay materialised (they are roots).
+Sparse nodes, nodes with storage-type dispatch and multi-output nodes are left alone.
+
+``NNSYM_FUSION=0`` turns fusion off in bound graphs (``fusion_enabled``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from nnsym.ir.graph import Entry, Graph, GraphAttrs, IndexedGraph, Node, dfs_post_order
+from nnsym.ir.opdef import DENSE
+from nnsym.ir.spec import KernelCall
+from nnsym.ops.elemwise.fused import FusedParams, ScalarForm, Step, fused_op, scalar_form
+from nnsym.passes.manager import GraphPass, graph_pass
+from nnsym.types import DispatchMode, SType
+
+
+def fusion_enabled() -> bool:
+    """False where ``NNSYM_FUSION`` is ``0`` (or ``false``/``off``/``no``)."""
+    return os.environ.get("NNSYM_FUSION", "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+def _form(node: Node, nid: int, g: Graph) -> ScalarForm | None:
+    """The node's scalar expression where it can be fused, else None."""
+    op, idx, a = node.op, g.index, g.attrs
+    assert a.shape is not None and a.dtype is not None and a.stype is not None
+    assert a.dispatch is not None
+    if op is None or op.num_outputs(node.params) != 1 or op.train_mode or op.random:
+        return None
+    if op.pinned_inputs is not None or op.ignored_inputs(node.params) or op.loss:
+        return None
+    if a.dispatch[nid] != DispatchMode.FCOMPUTE:
+        return None
+    ins = idx.input_entries[nid]
+    out = idx.row_ptr[nid]
+    shape = a.shape[out]
+    if shape is None or any(d is None for d in shape):
+        return None
+    if any(a.stype[e] != SType.DEFAULT or not _broadcasts(a.shape[e], shape) for e in ins) or \
+            a.stype[out] != SType.DEFAULT:
+        return None
+    kernel = op.kernels.get(DENSE)
+    if kernel is None:
+        return None
+    dims = tuple(int(d or 0) for d in shape)
+    n = 1
+    for d in dims:
+        n *= d
+    if n == 0:
+        return None
+    in_dtypes = tuple(np.dtype(a.dtype[e]) for e in ins)
+    in_shapes = tuple(tuple(int(d or 0) for d in a.shape[e]) for e in ins)  # type: ignore[union-attr]
+    call = KernelCall(node.params, in_shapes, in_dtypes, (dims,), (np.dtype(a.dtype[out]),))
+    try:
+        low = kernel.lower(call)
+    except Exception:  # a node whose kernel refuses this call is simply not fused
+        return None
+    form = scalar_form(low, n)
+    if form is None or len(form.names) != len(ins):
+        return None
+    return form
+
+
+def _broadcasts(s: tuple[int | None, ...] | None, out: tuple[int | None, ...]) -> bool:
+    """``s`` is known and broadcasts to ``out`` (numpy's rule) without growing a dimension."""
+    if s is None or any(d is None for d in s) or len(s) > len(out):
+        return False
+    return all(d in (1, o) for d, o in zip(s[::-1], out[::-1]))
+
+
+def fuse_elementwise(forward_outputs: int | None = None) -> GraphPass:
+    """The fusion pass. ``forward_outputs``: the first that many graph outputs are the forward
+    ones (a bound graph's forward and backward run separately, so groups never mix the phases);
+    None: one phase."""
+
+    @graph_pass(requires=("shape", "dtype", "stype", "dispatch"),
+                provides=("shape", "dtype", "stype", "dispatch", "stype_kernel"))
+    def fuse_elementwise(g: Graph) -> Graph:
+        return _fuse(g, forward_outputs)
+
+    return fuse_elementwise
+
+
+def _fuse(g: Graph, forward_outputs: int | None) -> Graph:
+    idx, a = g.index, g.attrs
+    assert a.shape is not None and a.dtype is not None and a.stype is not None
+    assert a.dispatch is not None
+    nodes = idx.nodes
+    k = len(g.outputs) if forward_outputs is None else forward_outputs
+    fwd = {id(nd) for nd in dfs_post_order(list(g.outputs[:k]))}
+    forms = {nid: f for nid, nd in enumerate(nodes) if (f := _form(nd, nid, g)) is not None}
+
+    # Readers per entry (by node id, with multiplicity); graph outputs mark entries as kept.
+    readers: dict[int, list[int]] = {}
+    for nid in range(len(nodes)):
+        for e in idx.input_entries[nid]:
+            readers.setdefault(e, []).append(nid)
+    is_output = set(idx.outputs)
+
+    group = [-1] * len(nodes)  # node id -> root node id
+    for nid in range(len(nodes) - 1, -1, -1):
+        if nid not in forms:
+            continue
+        out = idx.row_ptr[nid]
+        rs = readers.get(out, [])
+        root = group[rs[0]] if rs else -1
+        if (out not in is_output and rs and root >= 0
+                and all(group[r] == root for r in rs)
+                and (id(nodes[nid]) in fwd) == (id(nodes[root]) in fwd)
+                and a.dtype[out] == a.dtype[idx.row_ptr[root]]
+                and a.shape[out] == a.shape[idx.row_ptr[root]]):  # members: the root's shape
+            group[nid] = root
+        else:
+            group[nid] = nid
+    members: dict[int, list[int]] = {}
+    for nid, r in enumerate(group):
+        if r >= 0:
+            members.setdefault(r, []).append(nid)
+    fused_roots = {r for r, ms in members.items() if len(ms) > 1}
+    if not fused_roots:
+        return g
+
+    new_node: dict[int, Node] = {}  # old node id -> its node in the new graph
+    old_of: dict[int, tuple[str, int]] = {}  # id(new node) -> ("node", old nid)
+
+    def entry(e: int) -> Entry:
+        nid = _node_of(idx, e)
+        return Entry(new_node[nid], e - idx.row_ptr[nid])
+
+    def deps(node: Node) -> tuple[Node, ...]:
+        out: list[Node] = []
+        for d in node.control_deps:
+            nd = new_node.get(idx.node_id(d))
+            if nd is not None and all(nd is not x for x in out):
+                out.append(nd)
+        return tuple(out)
+
+    for nid, node in enumerate(nodes):
+        r = group[nid]
+        if r >= 0 and r in fused_roots and r != nid:
+            continue  # built with its root
+        if nid in fused_roots:
+            fused = _fused_node(g, members[nid], forms, entry, deps)
+            for m in members[nid]:
+                new_node[m] = fused
+            old_of[id(fused)] = ("fused", nid)
+            continue
+        ins = tuple(entry(e) for e in idx.input_entries[nid])
+        cds = deps(node)
+        if all(x.node is y.node and x.index == y.index for x, y in zip(ins, node.inputs)) and \
+                len(cds) == len(node.control_deps) and \
+                all(x is y for x, y in zip(cds, node.control_deps)):
+            new_node[nid] = node
+        else:
+            new_node[nid] = Node(node.op, node.name, node.params, ins, node.attrs, cds)
+        old_of[id(new_node[nid])] = ("node", nid)
+
+    outputs = tuple(entry(e) for e in idx.outputs)
+    ng = Graph(outputs)
+    nidx = ng.index
+    shape, dtype, stype, dispatch, skern = [], [], [], [], []
+    for new_nid, node in enumerate(nidx.nodes):
+        _, old = old_of[id(node)]
+        for i in range(nidx.row_ptr[new_nid + 1] - nidx.row_ptr[new_nid]):
+            e = idx.row_ptr[old] + i
+            shape.append(a.shape[e])
+            dtype.append(a.dtype[e])
+            stype.append(a.stype[e])
+        dispatch.append(a.dispatch[old])
+        skern.append(a.stype_kernel[old] if a.stype_kernel is not None else None)
+    return Graph(outputs, GraphAttrs(shape=tuple(shape), dtype=tuple(dtype), stype=tuple(stype),
+                                     dispatch=tuple(dispatch), stype_kernel=tuple(skern)))
+
+
+def _fused_node(g: Graph, group: Sequence[int], forms: dict[int, ScalarForm],
+                entry: Callable[[int], Entry],
+                deps: Callable[[Node], tuple[Node, ...]]) -> Node:
+    """One node computing ``group`` (old node ids in topological order, the root last)."""
+    idx, a = g.index, g.attrs
+    assert a.dtype is not None
+    inside = {idx.row_ptr[m]: j for j, m in enumerate(group)}  # member output -> step index
+    ext: list[int] = []  # external input entries, in first-use order
+    steps: list[Step] = []
+    fa: list[float] = []
+    cdeps: list[Node] = []
+    for m in group:
+        node, f = idx.nodes[m], forms[m]
+        ops = []
+        for e in idx.input_entries[m]:
+            if e in inside:
+                ops.append(f"t{inside[e]}")
+            else:
+                if e not in ext:
+                    ext.append(e)
+                ops.append(f"v{ext.index(e)}")
+        assert node.op is not None
+        steps.append(Step(node.op.name, f.expr, f.names, f.var_dtype, f.fparams, len(fa),
+                          tuple(ops), a.dtype[idx.row_ptr[m]].name))  # type: ignore[union-attr]
+        fa.extend(f.fa)
+        cdeps.extend(node.control_deps)
+    root = idx.nodes[group[-1]]
+    names = [idx.nodes[m].name for m in group]
+    in_dtypes = tuple(a.dtype[e].name for e in ext)  # type: ignore[union-attr]
+    params = FusedParams(tuple(steps), in_dtypes, tuple(fa))
+    hidden = {k: v for k, v in root.attrs.items() if k.startswith("__")}  # not the params
+    attrs = {**hidden, "fused_nodes": ",".join(names),
+             "fused_ops": ",".join(s.op for s in steps)}
+    ins = tuple(entry(e) for e in ext)
+    dep_src = Node(None, "", None, (), {}, tuple(
+        d for d in cdeps if idx.node_id(d) not in group))
+    return Node(fused_op(len(ext)), root.name, params, ins, attrs, deps(dep_src))
+
+
+def _node_of(idx: IndexedGraph, eid: int) -> int:
+    return bisect.bisect_right(idx.row_ptr, eid) - 1
