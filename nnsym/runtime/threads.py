@@ -44,6 +44,7 @@ FORK_LOCKS = (
     ("nnsym.ndarray.fastcall", "_LOCK", True),
     ("nnsym.ops.common.stype", "_SEEN_LOCK", False),
     ("nnsym.ops.common.rng", "_LOCK", False),
+    ("nnsym.ops.custom", "_LOCK", False),
     ("nnsym.cuda.runtime", "_LOCK", False),
 )
 

@@ -193,7 +193,9 @@ def test_variable_init_attribute_round_trips_through_create():
 
 
 def test_registered_names_and_aliases_match_mxnet():
-    reg = {k: v.__name__ for k, v in sorted(init_mod._REGISTRY.items())}
+    # nnsym's own initializers (a doc block or another test may have registered more)
+    reg = {k: v.__name__ for k, v in sorted(init_mod._REGISTRY.items())
+           if v.__module__ == init_mod.__name__}
     assert reg == CASES["registered"]
     for text, cls in CASES["created"].items():
         assert type(mx.init.create(text)).__name__ == cls
