@@ -1,0 +1,85 @@
+"""The linalg family beyond the registry tables: MXNet 1.9.1's documented examples (values from
+its docs and from runs of MXNet in the reference venv), the nd.linalg / sym.linalg namespaces,
+batch semantics and bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nnsym import nd, sym
+from nnsym.errors import NNSymError
+
+
+def test_namespaces_hold_every_linalg_operator_under_mxnet_names():
+    names = ("gemm gemm2 potrf potri trmm trsm sumlogdiag extractdiag makediag extracttrian "
+             "maketrian syrk gelqf syevd inverse det slogdet").split()
+    for n in names:
+        assert callable(getattr(nd.linalg, n)) and callable(getattr(sym.linalg, n))
+        assert callable(getattr(nd, f"linalg_{n}")) and callable(getattr(nd, f"_linalg_{n}"))
+    s = sym.linalg.gemm2(sym.var("a"), sym.var("b"), transpose_a=True)
+    assert s.list_arguments() == ["a", "b"]
+    assert '"op": "_linalg_gemm2"' in s.tojson()
+
+
+def test_mxnet_documented_values():
+    a = nd.array([[4.0, 1.0], [1.0, 4.25]])
+    np.testing.assert_allclose(nd.linalg.potrf(a).asnumpy(), [[2.0, 0], [0.5, 2.0]], rtol=1e-6)
+    q, low = nd.linalg.gelqf(nd.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]))
+    np.testing.assert_allclose(q.asnumpy(), [[-0.26726124, -0.53452248, -0.80178373],
+                                             [0.87287156, 0.21821789, -0.43643578]], rtol=1e-5)
+    np.testing.assert_allclose(low.asnumpy(), [[-3.74165739, 0.0], [-8.55235974, 1.96396101]],
+                               rtol=1e-5)
+    u, lam = nd.linalg.syevd(nd.array([[1.0, 2.0], [2.0, 4.0]]))
+    np.testing.assert_allclose(u.asnumpy(), [[0.89442719, -0.4472136], [0.4472136, 0.89442719]],
+                               rtol=1e-5)
+    np.testing.assert_allclose(lam.asnumpy(), [0.0, 5.0], atol=1e-6)
+    # MXNet 1.9.1, run in the reference venv
+    x = nd.array(np.arange(16.0).reshape(4, 4))
+    assert nd.linalg.extracttrian(x, lower=False).asnumpy().tolist() == [
+        0, 1, 5, 2, 6, 10, 3, 7, 11, 15]
+    assert nd.linalg.extracttrian(x, offset=1).asnumpy().tolist() == [1, 2, 6, 3, 7, 11]
+    assert nd.linalg.extracttrian(x, offset=-1).asnumpy().tolist() == [4, 8, 9, 12, 13, 14]
+    v = nd.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    assert nd.linalg.maketrian(v, offset=1, lower=False).asnumpy().tolist() == [
+        [0, 1, 2, 4], [0, 0, 3, 5], [0, 0, 0, 6], [0, 0, 0, 0]]
+    assert nd.linalg.makediag(nd.array([1.0, 2.0, 3.0]), offset=-1).asnumpy().tolist() == [
+        [0, 0, 0, 0], [1, 0, 0, 0], [0, 2, 0, 0], [0, 0, 3, 0]]
+    np.testing.assert_allclose(nd.linalg.potri(nd.array([[2.0, 0], [1, 3]])).asnumpy(),
+                               [[0.2777778, -0.05555556], [-0.05555556, 0.11111112]], rtol=1e-6)
+
+
+def test_gemm_batches_over_the_axes_around_the_row_axis():
+    rng = np.random.default_rng(0)
+    a, b = rng.random((3, 5, 4)), rng.random((4, 5, 2))
+    c = rng.random((3, 5, 2))
+    out = nd.linalg.gemm(nd.array(a, dtype="float64"), nd.array(b, dtype="float64"),
+                         nd.array(c, dtype="float64"), axis=-3, alpha=2.0, beta=-1.0)
+    np.testing.assert_allclose(out.asnumpy(), 2 * np.einsum("ibk,kbj->ibj", a, b) - c,
+                               rtol=1e-12)
+
+
+def test_determinants_and_inverse_of_a_batch():
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((2, 3, 4, 4))
+    x = nd.array(a, dtype="float64")
+    np.testing.assert_allclose(nd.linalg.det(x).asnumpy(), np.linalg.det(a), rtol=1e-10)
+    sign, logabs = nd.linalg.slogdet(x)
+    want_s, want_l = np.linalg.slogdet(a)
+    assert sign.shape == (2, 3)
+    np.testing.assert_array_equal(sign.asnumpy(), want_s)
+    np.testing.assert_allclose(logabs.asnumpy(), want_l, rtol=1e-10)
+    np.testing.assert_allclose(nd.linalg.inverse(x).asnumpy(), np.linalg.inv(a), rtol=1e-8)
+
+
+@pytest.mark.parametrize(("fn", "shapes"), [
+    ("potrf", [(2, 3)]),
+    ("gemm2", [(2, 3), (4, 5)]),
+    ("gelqf", [(3, 2)]),
+    ("trsm", [(3, 3), (2, 4)]),
+    ("maketrian", [(5,)]),
+])
+def test_bad_shapes_raise_an_error_naming_the_problem(fn, shapes):
+    args = [nd.array(np.ones(s)) for s in shapes]
+    with pytest.raises(NNSymError):
+        getattr(nd.linalg, fn)(*args)
