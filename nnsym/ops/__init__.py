@@ -18,7 +18,17 @@ from nnsym.ops.nn import (  # noqa: F401
     sequence,
 )
 from nnsym.ops.random import permute, sample  # noqa: F401
-from nnsym.ops.reduce import broadcast_reduce, gather_nd, index, indexing, sort  # noqa: F401
+from nnsym.ops.reduce import (  # noqa: F401
+    broadcast_reduce,
+    fill0,
+    finite,
+    gather_nd,
+    index,
+    indexing,
+    ravel,
+    scan,
+    sort,
+)
 from nnsym.ops.shape import (  # noqa: F401
     cast,
     join,

@@ -83,3 +83,52 @@ def test_bad_shapes_raise_an_error_naming_the_problem(fn, shapes):
     args = [nd.array(np.ones(s)) for s in shapes]
     with pytest.raises(NNSymError):
         getattr(nd.linalg, fn)(*args)
+
+
+# ---------------------------------------------------------------------------------------------
+# The batch of other operators (values from MXNet 1.9.1 in the reference venv)
+
+
+def test_khatri_rao_orders_rows_with_the_first_input_major():
+    out = nd.khatri_rao(nd.array([[1, -1], [2, -3]]), nd.array([[1, 4], [2, 5], [3, 6]]))
+    assert out.asnumpy().tolist() == [[1, -4], [2, -5], [3, -6], [2, -12], [4, -15], [6, -18]]
+
+
+def test_ravel_and_unravel_as_mxnet():
+    r = nd.ravel_multi_index(nd.array([[3, 6, 6, 9], [4, 5, 1, 5]]), shape=(7, 6))
+    assert r.asnumpy().tolist() == [22, 41, 37, 59]
+    u = nd.unravel_index(nd.array([22, 41, 37, 50]), shape=(7, 6))
+    assert u.asnumpy().tolist() == [[3, 6, 6, 8], [4, 5, 1, 2]]  # the first index not wrapped
+
+
+def test_amp_multicast_casts_floats_only_to_the_widest_or_narrowest():
+    h = nd.array(np.array([1.5], np.float16), dtype="float16")
+    f = nd.array([2.5])
+    i = nd.array(np.array([1, 2], np.int32), dtype="int32")
+    assert [o.dtype for o in nd.amp_multicast(h, f, num_outputs=2)] == [np.float32] * 2
+    narrow = nd.amp_multicast(h, f, num_outputs=2, cast_narrow=True)
+    assert [o.dtype for o in narrow] == [np.float16] * 2
+    assert [o.dtype for o in nd.amp_multicast(h, i, num_outputs=2)] == [np.float16, np.int32]
+    assert nd.amp_cast(i, dtype="float16").dtype == np.int32
+
+
+def test_finite_checks_and_sums_of_squares():
+    assert nd.all_finite(nd.array([1.0, np.inf])).asnumpy().tolist() == [0.0]
+    assert nd.all_finite(nd.array([1.0, 2.0])).asnumpy().tolist() == [1.0]
+    bad = nd.multi_all_finite(nd.array([1.0]), nd.array([np.nan]), num_arrays=2)
+    assert bad.asnumpy().tolist() == [0.0]
+    sq = nd.multi_sum_sq(nd.array([1.0, 2.0]), nd.array([3.0]), num_arrays=2)
+    assert sq.asnumpy().tolist() == [5.0, 9.0]
+
+
+def test_cumsum_flattens_without_an_axis_and_keeps_int_dtypes():
+    x = nd.array(np.arange(6).reshape(2, 3), dtype="int32")
+    out = nd.cumsum(x)
+    assert out.dtype == np.int32 and out.asnumpy().tolist() == [0, 1, 3, 6, 10, 15]
+    assert nd.cumsum(x, axis=1, dtype="float32").asnumpy().tolist() == [[0, 1, 3], [3, 7, 12]]
+
+
+def test_fill_element_0index_sets_one_element_per_row():
+    out = nd.fill_element_0index(nd.array([[1, 2], [3, 4.0]]), nd.array([9, 8.0]),
+                                 nd.array([1, 0.0]))
+    assert out.asnumpy().tolist() == [[1, 9], [8, 4]]

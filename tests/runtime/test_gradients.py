@@ -73,7 +73,8 @@ def test_backward_matches_finite_differences(op, ex):
     s, loc, wrt, aux = _symbol(op, ex)
     if any(loc[n].size == 0 for n in wrt):
         pytest.skip("empty input")
-    if op.name == "Cast" and ex.params.get("dtype") not in ("float32", "float64"):
+    if (op.name == "Cast" and ex.params.get("dtype") not in ("float32", "float64")) or (
+            op.name == "amp_cast" and ex.params.get("dtype") != "float64"):
         pytest.skip("finite differences through a cast to a coarser dtype measure its rounding")
     check_numeric_gradient(s, loc, aux_states=aux, grad_nodes=wrt, rtol=1e-5)
 

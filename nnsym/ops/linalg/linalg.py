@@ -707,3 +707,53 @@ for (_name, _params, _inputs, _outputs, _shape, _ref, _doc, _examples, _scr, _bs
     LINALG[_name] = _register_pair(
         _name, _params, _inputs, _outputs, _shape, _ref, _doc, _examples, _scr,
         _reads(bwd_reads_names[_name]), _bscr, _bb, _bad, gemm=_name in ("gemm", "gemm2"))
+
+
+# ---------------------------------------------------------------------------------------------
+# khatri_rao: the column-wise Kronecker product of matrices with equal column counts
+
+
+@dataclass(frozen=True, kw_only=True)
+class KhatriRaoParams(Params):
+    num_args: int = field(lower=1, doc="Number of input matrices.")
+
+
+def khatri_rao_shape(p: KhatriRaoParams, ins: list, outs: list) -> tuple[list, list]:
+    if not _known(*ins):
+        return list(ins), list(outs)
+    if any(len(s) != 2 for s in ins):
+        raise RuleError(f"khatri_rao takes matrices, not shapes {[shape_str(s) for s in ins]}")
+    cols = {s[1] for s in ins}
+    if len(cols) != 1:
+        raise RuleError(f"the inputs' column counts differ: {[s[1] for s in ins]}")
+    return list(ins), [(size([s[0] for s in ins]), cols.pop())]
+
+
+def khatri_rao_reference(p: KhatriRaoParams, *mats: np.ndarray) -> np.ndarray:
+    out = _f(mats[0])
+    for m in mats[1:]:
+        out = (out[:, None, :] * _f(m)[None, :, :]).reshape(-1, m.shape[1])
+    return out.astype(mats[0].dtype)
+
+
+def khatri_rao_lowering(call: KernelCall) -> Lowered:
+    return _launch(call, Plan("khatri_rao"), len(call.in_shapes))
+
+
+KHATRI_RAO = register(OpDef(
+    name="khatri_rao",
+    params=KhatriRaoParams,
+    inputs=lambda p: tuple(f"arg{i}" for i in range(p.num_args)),
+    key_var_num_args="num_args",
+    infer_shape=khatri_rao_shape,
+    infer_type=same_dtype,
+    reference=khatri_rao_reference,
+    kernels={DENSE: Kernel(khatri_rao_lowering)},
+    doc="Column-wise Khatri-Rao product (no gradient, as MXNet).",
+    examples=(
+        Example(((2, 3), (4, 3)), {"num_args": 2}),
+        Example(((2, 2), (3, 2), (2, 2)), {"num_args": 3}, dtype="float64"),
+        Example(((3, 4),), {"num_args": 1}),
+    ),
+    bad_params=({}, {"num_args": 0}),
+))

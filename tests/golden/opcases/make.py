@@ -57,6 +57,8 @@ def run(case):
     fn = getattr(mx.sym, op, None) or getattr(mx.sym._internal, op, None)
     if fn is None and op.startswith("_contrib_"):
         fn = getattr(mx.sym.contrib, op[len("_contrib_"):])
+    if fn is None and op.startswith("_np_"):  # _np_cumsum: mx.sym.cumsum
+        fn = getattr(mx.sym, op[len("_np_"):])
     if fn is None and op.startswith("_linalg_"):
         fn = getattr(mx.sym.linalg, op[len("_linalg_"):])
     s = fn(*vars_, **case["params"])
