@@ -17,7 +17,7 @@ from nnsym.ops.nn import (  # noqa: F401
     norm,
     sequence,
 )
-from nnsym.ops.random import permute, sample  # noqa: F401
+from nnsym.ops.random import pdf, permute, sample  # noqa: F401
 from nnsym.ops.reduce import (  # noqa: F401
     broadcast_reduce,
     fill0,

@@ -132,3 +132,17 @@ def test_fill_element_0index_sets_one_element_per_row():
     out = nd.fill_element_0index(nd.array([[1, 2], [3, 4.0]]), nd.array([9, 8.0]),
                                  nd.array([1, 0.0]))
     assert out.asnumpy().tolist() == [[1, 9], [8, 4]]
+
+
+def test_random_pdf_values_as_mxnet():
+    s = nd.array([[1, 2, 3], [0.5, 1, 2]])
+    out = nd.random_pdf_normal(s, nd.array([0, 1]), nd.array([1, 2]))
+    np.testing.assert_allclose(out.asnumpy(), [[0.24197072, 0.05399097, 0.00443185],
+                                               [0.19333406, 0.19947115, 0.17603266]], rtol=1e-5)
+    g = nd.random_pdf_gamma(nd.array([[1.0, 2]]), nd.array([2.0]), nd.array([2.0]))
+    np.testing.assert_allclose(g.asnumpy(), [[0.54134, 0.14653]], rtol=1e-4)  # beta: a rate
+    d = nd.random_pdf_dirichlet(nd.array([[[0.2, 0.3, 0.5], [0.1, 0.1, 0.8]]]),
+                                nd.array([[1.5, 2, 3]]), is_log=True)
+    np.testing.assert_allclose(d.asnumpy(), [[1.69521, 1.19003]], rtol=1e-5)
+    u = nd.random_pdf_uniform(nd.array([[5.0, 0.5]]), nd.array([0.0]), nd.array([1.0]))
+    assert u.asnumpy().tolist() == [[0.0, 1.0]]  # MXNet: [[1, 1]] (see differences doc)
