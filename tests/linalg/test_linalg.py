@@ -146,3 +146,13 @@ def test_random_pdf_values_as_mxnet():
     np.testing.assert_allclose(d.asnumpy(), [[1.69521, 1.19003]], rtol=1e-5)
     u = nd.random_pdf_uniform(nd.array([[5.0, 0.5]]), nd.array([0.0]), nd.array([1.0]))
     assert u.asnumpy().tolist() == [[0.0, 1.0]]  # MXNet: [[1, 1]] (see differences doc)
+
+
+def test_im2col_and_col2im_as_mxnet():
+    x = nd.array(np.arange(2 * 2 * 3 * 4).reshape(2, 2, 3, 4))
+    y = nd.im2col(x, kernel=(2, 2), stride=(1, 2), pad=(1, 0))
+    assert y.shape == (2, 8, 8)
+    assert y.asnumpy()[0, :3].tolist() == [[0, 0, 0, 2, 4, 6, 8, 10], [0, 0, 1, 3, 5, 7, 9, 11],
+                                           [0, 2, 4, 6, 8, 10, 0, 0]]
+    z = nd.col2im(y, output_size=(3, 4), kernel=(2, 2), stride=(1, 2), pad=(1, 0))
+    assert z.asnumpy()[0, 0].tolist() == [[0, 2, 4, 6], [8, 10, 12, 14], [16, 18, 20, 22]]
