@@ -4,6 +4,8 @@ batch semantics and bad input."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -156,3 +158,35 @@ def test_im2col_and_col2im_as_mxnet():
                                            [0, 2, 4, 6, 8, 10, 0, 0]]
     z = nd.col2im(y, output_size=(3, 4), kernel=(2, 2), stride=(1, 2), pad=(1, 0))
     assert z.asnumpy()[0, 0].tolist() == [[0, 2, 4, 6], [8, 10, 12, 14], [16, 18, 20, 22]]
+
+
+FLAGS = np.load(Path(__file__).resolve().parent / "golden" / "flags.npz")
+
+
+def _flag_cases():
+    ops = {"trmm": ("transpose", "rightside", "lower"), "trsm": ("transpose", "rightside", "lower"),
+           "potrf": ("lower",), "potri": ("lower",), "gemm": ("transpose_a", "transpose_b")}
+    for key in sorted({k.rsplit("_", 1)[0] for k in FLAGS.files}):
+        op, bits = key.split("_")
+        params = {n: bool(int(b)) for n, b in zip(ops[op], bits, strict=True)}
+        params.update({"trmm": {"alpha": 1.5}, "trsm": {"alpha": 1.5},
+                       "gemm": {"axis": -3, "alpha": 0.7, "beta": 1.3}}.get(op, {}))
+        yield pytest.param(key, op, params, id=key)
+
+
+@pytest.mark.parametrize(("key", "op", "params"), list(_flag_cases()))
+def test_every_flag_combination_matches_mxnet(key, op, params):
+    """MXNet 1.9.1's outputs and gradients (golden/flags.npz, made by golden/make.py)."""
+    n = sum(1 for k in FLAGS.files if k.startswith(f"{key}_in"))
+    ins = [FLAGS[f"{key}_in{i}"] for i in range(n)]
+    names = [f"x{i}" for i in range(n)]
+    s = getattr(sym.linalg, op)(*[sym.var(v) for v in names], **params)
+    grads = {v: nd.array(np.zeros_like(a), dtype="float64") for v, a in zip(names, ins)}
+    exe = s.bind(None, {v: nd.array(a, dtype="float64") for v, a in zip(names, ins)},
+                 args_grad=grads)
+    out = exe.forward(is_train=True)[0].asnumpy()
+    exe.backward([nd.array(FLAGS[f"{key}_head"], dtype="float64")])
+    np.testing.assert_allclose(out, FLAGS[f"{key}_out"], rtol=1e-9, atol=1e-10)
+    for i, v in enumerate(names):
+        np.testing.assert_allclose(grads[v].asnumpy(), FLAGS[f"{key}_grad{i}"], rtol=1e-9,
+                                   atol=1e-10, err_msg=f"gradient of input {i}")
