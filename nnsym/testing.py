@@ -26,8 +26,26 @@ def as_nd(a: Any) -> NDArray:
     return nd_array(a, dtype=a.dtype)
 
 
+def prep_input(kind: str, a: np.ndarray) -> np.ndarray:
+    """Moves uniform values into an input domain of ``Example.prep`` (float64 in and out)."""
+    n = a.shape[-1]
+    if kind == "sym":
+        low: np.ndarray = np.tril(a) + np.swapaxes(np.tril(a, -1), -1, -2)
+        return low
+    if kind == "spd":
+        spd: np.ndarray = a @ np.swapaxes(a, -1, -2) + n * np.eye(n)
+        return spd
+    if kind == "tri":
+        out: np.ndarray = a.copy()
+        i = np.arange(n)
+        out[..., i, i] = 1 + np.abs(a).sum(axis=-1)
+        return out
+    raise ValueError(f"unknown input domain {kind!r}")
+
+
 def make_inputs(op: OpDef, ex: Example, seed: int = 0) -> list[np.ndarray]:
-    """Random inputs for an example: uniform in [low, high), integers where ``ex.ints`` says."""
+    """Random inputs for an example: uniform in [low, high), integers where ``ex.ints`` says,
+    moved into the domain ``ex.prep`` names."""
     rng = np.random.default_rng(seed)
     out = []
     for i, shape in enumerate(ex.shapes):
@@ -36,6 +54,8 @@ def make_inputs(op: OpDef, ex: Example, seed: int = 0) -> list[np.ndarray]:
             a = rng.integers(lo, hi, size=shape).astype(ex.dtype)
         else:
             a = rng.uniform(ex.low, ex.high, size=shape)
+            if i in ex.prep:
+                a = prep_input(ex.prep[i], a)
             if np.issubdtype(np.dtype(ex.dtype), np.integer):
                 a = np.round(a)
             a = a.astype(ex.dtype)

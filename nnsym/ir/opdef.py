@@ -64,11 +64,20 @@ class Kernel:
 DENSE: tuple[SType, ...] = ()
 
 
+# Input domains of Example.prep (made from uniform values over the trailing two axes):
+# "sym": the lower triangle mirrored; "spd": X X^T + n I; "tri": the diagonal replaced by
+# 1 + the row's absolute sum (diagonally dominant, so well conditioned and, triangular or not,
+# invertible with a positive diagonal).
+PREPS = ("sym", "spd", "tri")
+
+
 @dataclass(frozen=True)
 class Example:
     """A valid call used by the table-driven tests: input shapes, params and input value ranges.
 
-    ``ints`` maps an input position to an integer range ``[lo, hi)`` (indices, labels).
+    ``ints`` maps an input position to an integer range ``[lo, hi)`` (indices, labels);
+    ``prep`` maps an input position to the domain its random values are moved into (see
+    ``PREPS``: symmetric, symmetric positive-definite, diagonally dominant matrices).
     """
 
     shapes: tuple[tuple[int, ...], ...]
@@ -77,6 +86,12 @@ class Example:
     low: float = -2.0
     high: float = 2.0
     ints: Mapping[int, tuple[int, int]] = field(default_factory=dict)
+    prep: Mapping[int, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        bad = set(self.prep.values()) - set(PREPS)
+        if bad:
+            raise ValueError(f"unknown input domains {sorted(bad)}; known: {PREPS}")
 
     def __str__(self) -> str:
         ps = ",".join(f"{k}={v}" for k, v in self.params.items())

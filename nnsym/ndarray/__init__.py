@@ -17,8 +17,9 @@ from nnsym.ndarray.sparse_api import add_sparse_api as _add_sparse_api
 _functions, _subs = _populate_namespaces("nnsym.ndarray", _make_function)
 globals().update(_functions)
 contrib, _internal, sparse = _subs["contrib"], _subs["_internal"], _subs["sparse"]
+linalg = _subs["linalg"]
 _add_sparse_api(sparse)
-_fastcall.add_namespaces(_sys.modules[__name__], contrib, _internal, sparse)
+_fastcall.add_namespaces(_sys.modules[__name__], contrib, _internal, sparse, linalg)
 _fluent.install(NDArray, _fluent.NDARRAY_FLUENT, _functions, _sys.modules[__name__])
 from nnsym.ndarray import random  # noqa: E402
 from nnsym.ndarray.interop import (  # noqa: E402
@@ -77,6 +78,7 @@ __all__ = [
     "invoke",
     "lamb_update_phase1",
     "lamb_update_phase2",
+    "linalg",
     "load",
     "load_frombuffer",
     "mp_lamb_update_phase1",

@@ -2,10 +2,11 @@
 exactly once."""
 
 from nnsym.ir.opdef import REGISTRY, OpDef, get_op
-from nnsym.ops.conv import conv, deconv, upsampling  # noqa: F401
+from nnsym.ops.conv import conv, deconv, im2col, upsampling  # noqa: F401
 from nnsym.ops.custom import CUSTOM  # noqa: F401
 from nnsym.ops.dot import dot, fully_connected  # noqa: F401
 from nnsym.ops.elemwise import broadcast, elemwise  # noqa: F401
+from nnsym.ops.linalg import linalg  # noqa: F401
 from nnsym.ops.nn import (  # noqa: F401
     activation,
     batch_norm,
@@ -17,8 +18,18 @@ from nnsym.ops.nn import (  # noqa: F401
     norm,
     sequence,
 )
-from nnsym.ops.random import permute, sample  # noqa: F401
-from nnsym.ops.reduce import broadcast_reduce, gather_nd, index, indexing, sort  # noqa: F401
+from nnsym.ops.random import pdf, permute, sample  # noqa: F401
+from nnsym.ops.reduce import (  # noqa: F401
+    broadcast_reduce,
+    fill0,
+    finite,
+    gather_nd,
+    index,
+    indexing,
+    ravel,
+    scan,
+    sort,
+)
 from nnsym.ops.shape import (  # noqa: F401
     cast,
     join,

@@ -21,6 +21,7 @@ from nnsym.symbol.symbol import Group, Symbol, Variable, var
 _functions, _subs = _populate_namespaces("nnsym.symbol", _make_function)
 globals().update(_functions)
 contrib, _internal, sparse = _subs["contrib"], _subs["_internal"], _subs["sparse"]
+linalg = _subs["linalg"]
 _fluent.install(Symbol, _fluent.SYMBOL_FLUENT, _functions, _sys.modules[__name__])
 from nnsym.symbol import random  # noqa: E402
 
@@ -42,6 +43,7 @@ __all__ = [
     "Symbol",
     "Variable",
     "contrib",
+    "linalg",
     "load",
     "load_json",
     "random",

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from nnsym.ir.graph import Entry, zeros_like
 from nnsym.ir.opdef import (
     DENSE,
     Example,
@@ -20,7 +22,7 @@ from nnsym.ir.opdef import (
 )
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
-from nnsym.ops.common.grad import no_gradient, pass_through
+from nnsym.ops.common.grad import backward_node, no_gradient, pass_through
 from nnsym.ops.common.lowering import copy_lowering
 from nnsym.ops.common.storage import zeros_of_input_stype
 from nnsym.ops.shape.helpers import _shape_only_backward, _with_data
@@ -169,4 +171,155 @@ COPY = _copy_like(
     grad=pass_through,
     inplace=((0, 0),),
     inplace_identity=True,
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# amp_cast and amp_multicast: casts between floating types only (AMP); other dtypes pass through
+
+AMP_DTYPES = ("float16", "float32", "float64", "int32", "int64", "int8", "uint8")
+_FLOATS = ("float16", "float32", "float64")
+
+
+def _is_float(dt: object) -> bool:
+    return dt is not None and np.dtype(dt).name in _FLOATS  # type: ignore[call-overload]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AmpCastParams(Params):
+    dtype: str = field(kind="dtype", choices=AMP_DTYPES, doc="Output data type (floats only).")
+
+
+def amp_cast_type(p: AmpCastParams, ins: list, outs: list) -> tuple[list, list]:
+    x = ins[0]
+    if x is None:
+        return list(ins), list(outs)
+    return [x], [np.dtype(p.dtype) if _is_float(x) else x]
+
+
+def amp_cast_reference(p: AmpCastParams, data: np.ndarray) -> np.ndarray:
+    return data.astype(p.dtype) if data.dtype.name in _FLOATS else data.copy()
+
+
+BACKWARD_AMP_CAST = _shape_only_backward(
+    "amp_cast", AmpCastParams, cast_backward_lowering,
+    "Gradient of amp_cast: the output gradient cast back to the input's dtype.")
+
+AMP_CAST = register(
+    OpDef(
+        name="amp_cast",
+        params=AmpCastParams,
+        infer_shape=elemwise_shape,
+        infer_type=amp_cast_type,
+        inplace=((0, 0),),
+        reference=amp_cast_reference,
+        kernels={DENSE: Kernel(cast_lowering)},
+        grad=_with_data(BACKWARD_AMP_CAST),
+        doc="Casts between floating types (for AMP); other dtypes are copied unchanged.",
+        examples=(
+            Example(((2, 3),), {"dtype": "float16"}),
+            Example(((2, 3),), {"dtype": "float32"}, dtype="float64"),
+            Example(((4,),), {"dtype": "float16"}, dtype="int32", low=-9, high=9),
+        ),
+        bad_params=({}, {"dtype": "float8"}),
+    )
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AmpMulticastParams(Params):
+    num_outputs: int = field(lower=1, doc="Number of input/output pairs.")
+    cast_narrow: bool = field(default=False, doc="Cast to the narrowest float type (else widest).")
+
+
+def _amp_target(p: AmpMulticastParams, dts: list) -> Any:
+    floats = [np.dtype(d) for d in dts if _is_float(d)]
+    if not floats:
+        return None
+    key = lambda d: d.itemsize
+    return min(floats, key=key) if p.cast_narrow else max(floats, key=key)
+
+
+def amp_multicast_type(p: AmpMulticastParams, ins: list, outs: list) -> tuple[list, list]:
+    if any(d is None for d in ins):
+        return list(ins), list(outs)
+    t = _amp_target(p, ins)
+    return list(ins), [t if _is_float(d) else d for d in ins]
+
+
+def amp_multicast_reference(p: AmpMulticastParams, *data: np.ndarray) -> tuple:
+    t = _amp_target(p, [a.dtype for a in data])
+    return tuple(a.astype(t) if a.dtype.name in _FLOATS else a.copy() for a in data)
+
+
+def amp_multicast_lowering(call: KernelCall) -> Lowered:
+    n = len(call.in_shapes)
+    launches: list[Launch] = []
+    for i in range(n):
+        one = dataclasses.replace(
+            call, in_shapes=(call.in_shapes[i],), in_dtypes=(call.in_dtypes[i],),
+            out_shapes=(call.out_shapes[i],), out_dtypes=(call.out_dtypes[i],),
+            req=call.out_req(i), reqs=None)
+        for ln in cast_lowering(one).launches:
+            launches.append(dataclasses.replace(ln, args=(i, n + i)))
+    return Lowered(tuple(launches))
+
+
+def amp_multicast_backward_lowering(call: KernelCall) -> Lowered:
+    """Inputs: the n output gradients, then the n forward inputs (dtype only)."""
+    n = len(call.out_shapes)
+    launches: list[Launch] = []
+    for i in range(n):
+        one = dataclasses.replace(
+            call, in_shapes=(call.in_shapes[i],), in_dtypes=(call.in_dtypes[i],),
+            out_shapes=(call.out_shapes[i],), out_dtypes=(call.out_dtypes[i],),
+            req=call.out_req(i), reqs=None)
+        for ln in cast_lowering(one).launches:
+            launches.append(dataclasses.replace(ln, args=(i, 2 * n + i)))
+    return Lowered(tuple(launches))
+
+
+BACKWARD_AMP_MULTICAST = register(
+    OpDef(
+        name="_backward_amp_multicast",
+        params=AmpMulticastParams,
+        inputs=lambda p: (*(f"ograd{i}" for i in range(p.num_outputs)),
+                          *(f"data{i}" for i in range(p.num_outputs))),
+        outputs=lambda p: tuple(f"data{i}_grad" for i in range(p.num_outputs)),
+        infer_shape=lambda p, ins, outs: (list(ins), list(ins[p.num_outputs:])),
+        infer_type=lambda p, ins, outs: (list(ins), list(ins[p.num_outputs:])),
+        ignore_inputs=lambda p: tuple(range(p.num_outputs, 2 * p.num_outputs)),
+        kernels={DENSE: Kernel(amp_multicast_backward_lowering)},
+        differentiable=False,
+        doc="Gradient of amp_multicast: each output gradient cast back to its input's dtype.",
+    )
+)
+
+
+def amp_multicast_grad(node, ograds):  # type: ignore[no-untyped-def]
+    n = node.params.num_outputs
+    heads = [g if g is not None else zeros_like(Entry(node, i)) for i, g in enumerate(ograds)]
+    b = backward_node(BACKWARD_AMP_MULTICAST, node, [*heads, *node.inputs])
+    return [Entry(b, i) for i in range(n)]
+
+
+AMP_MULTICAST = register(
+    OpDef(
+        name="amp_multicast",
+        params=AmpMulticastParams,
+        inputs=lambda p: tuple(f"data{i}" for i in range(p.num_outputs)),
+        outputs=lambda p: tuple(f"output{i}" for i in range(p.num_outputs)),
+        key_var_num_args="num_outputs",
+        infer_shape=lambda p, ins, outs: (list(ins), list(ins)),
+        infer_type=amp_multicast_type,
+        reference=amp_multicast_reference,
+        kernels={DENSE: Kernel(amp_multicast_lowering)},
+        grad=amp_multicast_grad,
+        doc="Casts float inputs to their widest (or narrowest) float type, for AMP.",
+        examples=(
+            Example(((2, 3), (4,)), {"num_outputs": 2}),
+            Example(((3,),), {"num_outputs": 1, "cast_narrow": True}, dtype="float16"),
+        ),
+        bad_params=({}, {"num_outputs": 0}),
+    )
 )

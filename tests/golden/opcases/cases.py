@@ -1,7 +1,8 @@
 """Writes the operator cases MXNet 1.9.1 is asked about (run with nnsym's Python):
 ``python tests/golden/opcases/cases.py cases.json``. One case per registered operator example
 whose operator MXNet has (by its name): the parameters as the strings nnsym writes into symbol
-JSON, the input names, shapes, dtype and value ranges, and which inputs take gradients.
+JSON, the input names, shapes, dtype and value ranges, the domains of inputs moved by
+``Example.prep``, and which inputs take gradients.
 ``make.py`` (run in the MXNet reference venv) turns them into fixtures."""
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def cases() -> list[dict]:
                 "inputs": names, "shapes": [list(s) for s in ex.shapes], "dtype": ex.dtype,
                 "low": ex.low, "high": ex.high,
                 "ints": {str(i): list(r) for i, r in ex.ints.items()},
+                "prep": {str(i): k for i, k in ex.prep.items()},
                 "aux": sorted(aux),
                 "grad": op.grad is not None,
             })

@@ -16,6 +16,21 @@ os.environ.setdefault("MXNET_SUBGRAPH_BACKEND", "NONE")
 import mxnet as mx
 
 
+def prep(kind, a):
+    """nnsym.testing.prep_input's input domains (the same arithmetic, float64)."""
+    n = a.shape[-1]
+    if kind == "sym":
+        return np.tril(a) + np.swapaxes(np.tril(a, -1), -1, -2)
+    if kind == "spd":
+        return a @ np.swapaxes(a, -1, -2) + n * np.eye(n)
+    if kind == "tri":
+        out = a.copy()
+        i = np.arange(n)
+        out[..., i, i] = 1 + np.abs(a).sum(axis=-1)
+        return out
+    raise ValueError(kind)
+
+
 def inputs(case):
     rng = np.random.default_rng(zlib.crc32(case["id"].encode()))
     out = []
@@ -25,6 +40,8 @@ def inputs(case):
             a = rng.integers(lo, hi, size=shape).astype(case["dtype"])
         else:
             a = rng.uniform(case["low"], case["high"], size=shape)
+            if str(i) in case.get("prep", {}):
+                a = prep(case["prep"][str(i)], a)
             if np.issubdtype(np.dtype(case["dtype"]), np.integer):
                 a = np.round(a)
             a = a.astype(case["dtype"])
@@ -40,6 +57,10 @@ def run(case):
     fn = getattr(mx.sym, op, None) or getattr(mx.sym._internal, op, None)
     if fn is None and op.startswith("_contrib_"):
         fn = getattr(mx.sym.contrib, op[len("_contrib_"):])
+    if fn is None and op.startswith("_np_"):  # _np_cumsum: mx.sym.cumsum
+        fn = getattr(mx.sym, op[len("_np_"):])
+    if fn is None and op.startswith("_linalg_"):
+        fn = getattr(mx.sym.linalg, op[len("_linalg_"):])
     s = fn(*vars_, **case["params"])
     aux_names = set(s.list_auxiliary_states())
     args = {n: mx.nd.array(a, dtype=a.dtype) for n, a in zip(names, ins) if n not in aux_names}
