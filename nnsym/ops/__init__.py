@@ -2,7 +2,7 @@
 exactly once."""
 
 from nnsym.ir.opdef import REGISTRY, OpDef, get_op
-from nnsym.ops.conv import conv, deconv, upsampling  # noqa: F401
+from nnsym.ops.conv import conv, crop, deconv, legacy, upsampling  # noqa: F401
 from nnsym.ops.custom import CUSTOM  # noqa: F401
 from nnsym.ops.dot import dot, fully_connected  # noqa: F401
 from nnsym.ops.elemwise import broadcast, elemwise  # noqa: F401
