@@ -2,7 +2,7 @@
 exactly once."""
 
 from nnsym.ir.opdef import REGISTRY, OpDef, get_op
-from nnsym.ops.conv import conv, crop, deconv, legacy, upsampling  # noqa: F401
+from nnsym.ops.conv import conv, crop, deconv, legacy, roi_pooling, upsampling  # noqa: F401
 from nnsym.ops.custom import CUSTOM  # noqa: F401
 from nnsym.ops.dot import dot, fully_connected  # noqa: F401
 from nnsym.ops.elemwise import broadcast, elemwise  # noqa: F401
@@ -11,6 +11,7 @@ from nnsym.ops.nn import (  # noqa: F401
     batch_norm,
     dropout,
     embedding,
+    kl_sparse_reg,
     loss,
     lrn,
     moments,
