@@ -2,7 +2,15 @@
 exactly once."""
 
 from nnsym.ir.opdef import REGISTRY, OpDef, get_op
-from nnsym.ops.conv import conv, crop, deconv, legacy, roi_pooling, upsampling  # noqa: F401
+from nnsym.ops.conv import (  # noqa: F401
+    conv,
+    crop,
+    deconv,
+    legacy,
+    roi_pooling,
+    spatial,
+    upsampling,
+)
 from nnsym.ops.custom import CUSTOM  # noqa: F401
 from nnsym.ops.dot import dot, fully_connected  # noqa: F401
 from nnsym.ops.elemwise import broadcast, elemwise  # noqa: F401
