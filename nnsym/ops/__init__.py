@@ -4,6 +4,7 @@ exactly once."""
 from nnsym.ir.opdef import REGISTRY, OpDef, get_op
 from nnsym.ops.conv import (  # noqa: F401
     conv,
+    correlation,
     crop,
     deconv,
     legacy,

@@ -1,4 +1,4 @@
-"""Pooling_v1: MXNet's legacy pooling (2-D and 3-D, channel-first).
+"""Pooling_v1: MXNet's legacy pooling (2-D, channel-first).
 
 It differs from Pooling in two ways, both kept: max pooling pads with zeros (a padded cell can
 win the max, and then no data cell gets the gradient), and avg pooling always divides by the
@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from nnsym.ir.graph import Entry
-from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, register
+from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, register
 from nnsym.ir.params import Params, field
 from nnsym.ops.common.grad import node_gradient
 from nnsym.ops.conv.conv import (
@@ -25,11 +25,12 @@ from nnsym.ops.conv.conv import (
     pooling_shape,
     pooling_type,
 )
+from nnsym.types import shape_str
 
 
 @dataclass(frozen=True, kw_only=True)
 class PoolingV1Params(Params):
-    kernel: tuple[int, ...] = field(default=(), lower=1, doc="Pooling window: (y, x) or (d, y, x).")
+    kernel: tuple[int, ...] = field(default=(), lower=1, doc="Pooling window (y, x).")
     pool_type: str = field(
         default="max", choices=("avg", "max", "sum"), doc="Pooling type to apply."
     )
@@ -53,8 +54,9 @@ class PoolingV1Params(Params):
         if self.global_pool:
             return
         k = len(self.kernel)
-        if k not in (2, 3):
-            raise ValueError(f"kernel={self.kernel} must be (y, x) or (d, y, x)")
+        if k != 2:
+            # NOTE: MXNet accepts a 3-D kernel in shape inference but fails when it runs.
+            raise ValueError(f"kernel={self.kernel} must be (y, x): Pooling_v1 is 2-D only")
         for name, t in (("stride", self.stride), ("pad", self.pad)):
             if t and len(t) < k:
                 raise ValueError(f"{name}={t} has fewer entries than kernel={self.kernel}")
@@ -66,6 +68,13 @@ class PoolingV1Params(Params):
     @property
     def pads(self) -> tuple[int, ...]:
         return self.pad[: len(self.kernel)] or (0,) * len(self.kernel)
+
+
+def pooling_v1_shape(p: PoolingV1Params, ins: list, outs: list) -> tuple[list, list]:
+    """Pooling's rule, for 4-D (N, C, y, x) data only."""
+    if ins[0] is not None and len(ins[0]) != 4:
+        raise RuleError(f"data has shape {shape_str(ins[0])}; Pooling_v1 needs 4-D (N, C, y, x)")
+    return pooling_shape(p, ins, outs)  # type: ignore[arg-type]
 
 
 def _out_size(p: PoolingV1Params, x: int, k: int, s: int, pd: int) -> int:
@@ -123,7 +132,7 @@ POOLING_V1 = register(
         name="Pooling_v1",
         params=PoolingV1Params,
         inputs=("data",),
-        infer_shape=pooling_shape,
+        infer_shape=pooling_v1_shape,
         infer_type=pooling_type,
         reference=pooling_v1_reference,
         kernels={DENSE: Kernel(pooling_lowering)},
@@ -146,13 +155,12 @@ POOLING_V1 = register(
             ),
             Example(((2, 3, 5, 4),), {"kernel": (2, 2), "pool_type": "sum", "pad": (1, 1)}),
             Example(((2, 3, 6, 5),), {"global_pool": True, "pool_type": "avg"}),
-            Example(((1, 2, 4, 5, 6),), {"kernel": (2, 2, 3), "stride": (2, 2, 3),
-                                         "pad": (1, 0, 1)}),
             Example(((2, 3, 6, 6),), {"kernel": (2, 2), "pad": (1, 1)}, dtype="float64"),
         ),
         bad_params=(
             {},
             {"kernel": (2,)},
+            {"kernel": (2, 2, 2)},
             {"kernel": (2, 2), "pool_type": "lp"},
             {"kernel": (2, 2), "pooling_convention": "same"},
             {"kernel": (2, 2), "layout": "NCHW"},

@@ -22,7 +22,7 @@ FLOAT_DTYPES = ("float16", "float32", "float64")
 class ROIPoolingParams(Params):
     pooled_size: tuple[int, ...] = field(lower=1, doc="Output grid (h, w) per roi.")
     spatial_scale: float = field(
-        lower=0.0, doc="Feature-map size over image size (1 / the network's total stride)."
+        lower=0.0, upper=1.0, doc="Feature-map size over image size (1 / total stride)."
     )
 
     def __post_init__(self) -> None:
@@ -155,9 +155,9 @@ ROI_POOLING = register(
         grad=roi_pooling_grad,
         doc="Max pooling over regions of interest [batch, x1, y1, x2, y2] scaled to the data.",
         # The rois take integer values in [0, 3): batch 0..2 (2 is out of range and gives
-        # zeros) and corners 0..2, scaled by 2.
+        # zeros) and corners 0..2.
         examples=(
-            Example(((2, 3, 6, 7), (5, 5)), {"pooled_size": (2, 2), "spatial_scale": 2.0},
+            Example(((2, 3, 6, 7), (5, 5)), {"pooled_size": (2, 2), "spatial_scale": 1.0},
                     ints={1: (0, 3)}),
             Example(((1, 2, 5, 5), (3, 5)), {"pooled_size": (3, 2), "spatial_scale": 1.0},
                     ints={1: (0, 3)}, dtype="float64"),
@@ -167,6 +167,7 @@ ROI_POOLING = register(
             {"spatial_scale": 1.0},
             {"pooled_size": (2,), "spatial_scale": 1.0},
             {"pooled_size": (0, 2), "spatial_scale": 1.0},
+            {"pooled_size": (2, 2), "spatial_scale": 2.0},
         ),
     )
 )

@@ -295,7 +295,7 @@ BILINEAR_SAMPLER = register(
 @dataclass(frozen=True, kw_only=True)
 class SpatialTransformerParams(Params):
     target_shape: tuple[int, ...] = field(
-        default=(0, 0), lower=0, doc="Output (H, W); (0, 0): the data's."
+        default=(0, 0), lower=0, doc="Output (H, W); required (the (0, 0) default is refused)."
     )
     transform_type: str = field(choices=("affine",), doc="The transform: affine (loc is 2x3).")
     sampler_type: str = field(choices=("bilinear",), doc="The sampler: bilinear.")
@@ -306,9 +306,11 @@ class SpatialTransformerParams(Params):
             raise ValueError(f"target_shape={self.target_shape} must be (H, W)")
 
 
-def _target(p: SpatialTransformerParams, data: tuple[int | None, ...]) -> tuple:
+def _target(p: SpatialTransformerParams) -> tuple[int, int]:
     h, w = p.target_shape
-    return (h, w) if h > 0 and w > 0 else (data[2], data[3])
+    if h < 1 or w < 1:
+        raise RuleError(f"SpatialTransformer needs a target_shape, not {p.target_shape}")
+    return h, w
 
 
 def spatial_transformer_shape(p: SpatialTransformerParams, ins: list,
@@ -322,13 +324,13 @@ def spatial_transformer_shape(p: SpatialTransformerParams, ins: list,
         raise RuleError(f"loc has shape {shape_str(loc)}; affine needs (N, 6)") from None
     if data is None:
         return [data, loc], list(outs)
-    h, w = _target(p, data)
+    h, w = _target(p)
     return [data, (data[0], 6)], [(data[0], data[1], h, w), (data[0], 2, h, w)]
 
 
 def spatial_transformer_reference(p: SpatialTransformerParams, data: np.ndarray,
                                   loc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    gp = GridGeneratorParams(transform_type="affine", target_shape=_target(p, data.shape))
+    gp = GridGeneratorParams(transform_type="affine", target_shape=_target(p))
     grid = grid_generator_reference(gp, loc)
     return bilinear_reference(data, grid), grid
 
@@ -379,7 +381,8 @@ SPATIAL_TRANSFORMER = register(
                     {"transform_type": "affine", "sampler_type": "bilinear",
                      "target_shape": (4, 3)}, low=-0.7, high=0.7),
             Example(((1, 2, 4, 4), (1, 6)),
-                    {"transform_type": "affine", "sampler_type": "bilinear"},
+                    {"transform_type": "affine", "sampler_type": "bilinear",
+                     "target_shape": (3, 5)},
                     low=-0.7, high=0.7, dtype="float64"),
         ),
         bad_params=(
