@@ -18,6 +18,7 @@ from nnsym.ops.elemwise import broadcast, elemwise  # noqa: F401
 from nnsym.ops.nn import (  # noqa: F401
     activation,
     batch_norm,
+    ctc,
     dropout,
     embedding,
     kl_sparse_reg,
