@@ -26,6 +26,7 @@ from nnsym.ops.nn import (  # noqa: F401
     lrn,
     moments,
     norm,
+    rnn,
     sequence,
 )
 from nnsym.ops.random import permute, sample  # noqa: F401
