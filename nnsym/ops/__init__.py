@@ -2,7 +2,17 @@
 exactly once."""
 
 from nnsym.ir.opdef import REGISTRY, OpDef, get_op
-from nnsym.ops.conv import conv, deconv, im2col, upsampling  # noqa: F401
+from nnsym.ops.conv import (  # noqa: F401
+    conv,
+    correlation,
+    crop,
+    deconv,
+    im2col,
+    legacy,
+    roi_pooling,
+    spatial,
+    upsampling,
+)
 from nnsym.ops.custom import CUSTOM  # noqa: F401
 from nnsym.ops.dot import dot, fully_connected  # noqa: F401
 from nnsym.ops.elemwise import broadcast, elemwise  # noqa: F401
@@ -10,12 +20,15 @@ from nnsym.ops.linalg import linalg  # noqa: F401
 from nnsym.ops.nn import (  # noqa: F401
     activation,
     batch_norm,
+    ctc,
     dropout,
     embedding,
+    kl_sparse_reg,
     loss,
     lrn,
     moments,
     norm,
+    rnn,
     sequence,
 )
 from nnsym.ops.random import pdf, permute, sample  # noqa: F401

@@ -39,6 +39,22 @@ REFUSED = {
 # Operators with no ONNX counterpart at all (special functions, sequence/sparse-only ops).
 UNMAPPED = {"_sparse_retain",
             "erfinv", "gamma", "gammaln"}
+# Operators registered after the exporter was written (stop 22: linalg, the pdfs, RNN, CTC,
+# the spatial and legacy operators, ...). Export names them in its error until each gets a
+# converter; several (gemm, cumsum, amp_cast, Crop, RNN) have an ONNX form to map later.
+NOT_YET_MAPPED = {
+    "BatchNorm_v1", "BilinearSampler", "CTCLoss", "Correlation", "Crop", "GridGenerator",
+    "IdentityAttachKLSparseReg", "Pooling_v1", "RNN", "ROIPooling", "SpatialTransformer",
+    "_linalg_det", "_linalg_extractdiag", "_linalg_extracttrian", "_linalg_gelqf",
+    "_linalg_gemm", "_linalg_gemm2", "_linalg_inverse", "_linalg_makediag",
+    "_linalg_maketrian", "_linalg_potrf", "_linalg_potri", "_linalg_slogdet",
+    "_linalg_sumlogdiag", "_linalg_syevd", "_linalg_syrk", "_linalg_trmm", "_linalg_trsm",
+    "_np_cumsum", "_random_pdf_dirichlet", "_random_pdf_exponential", "_random_pdf_gamma",
+    "_random_pdf_generalized_negative_binomial", "_random_pdf_negative_binomial",
+    "_random_pdf_normal", "_random_pdf_poisson", "_random_pdf_uniform", "_ravel_multi_index",
+    "_unravel_index", "all_finite", "amp_cast", "amp_multicast", "col2im",
+    "fill_element_0index", "im2col", "khatri_rao", "multi_all_finite", "multi_sum_sq"}
+UNMAPPED |= NOT_YET_MAPPED
 
 
 def _refused(op: OpDef, ex: Example) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -513,7 +513,8 @@ CONVOLUTION = register(
         reference=convolution_reference,
         kernels={DENSE: Kernel(convolution_lowering)},
         grad=convolution_grad,
-        aliases=("_npx_convolution",),
+        # NOTE: Convolution_v1 (MXNet's legacy 2-D/3-D operator) computes the same values.
+        aliases=("_npx_convolution", "Convolution_v1"),
         doc="N-D convolution (cross-correlation) of (N+2)-D data with optional groups.",
         examples=(
             Example(((2, 3, 10), (4, 3, 3), (4,)), {"kernel": (3,), "num_filter": 4}),
@@ -650,6 +651,11 @@ class PoolingParams(Params):
     @property
     def pads(self) -> tuple[int, ...]:
         return self.pad[: len(self.kernel)] or (0,) * len(self.kernel)
+
+    # Pooling_v1's differences (its params say True): max sees the padding's zeros, avg divides
+    # by the whole kernel.
+    zero_pad: ClassVar[bool] = False
+    full_kernel: ClassVar[bool] = False
 
 
 def _pool_out(p: PoolingParams, x: int, k: int, s: int, pd: int) -> int:
@@ -789,6 +795,8 @@ def pooling_lowering(call: KernelCall) -> Lowered:
         pool_type=p.pool_type,
         p_value=q,
         include_pad=p.pool_type == "avg" and p.count_include_pad is not False,
+        zero_pad=p.zero_pad and p.pool_type == "max",
+        full_kernel=p.full_kernel and p.pool_type == "avg",
         channel_last=cl,
         flat=p.global_pool and not cl,
     )
@@ -822,6 +830,8 @@ def pooling_backward_lowering(call: KernelCall) -> Lowered:
         "conv/pool_backward.c.j2", dtype=call.out_dtypes[0].name, req=call.out_req(0),
         pool_type=p.pool_type, p_value=int(p.p_value or 0),
         include_pad=p.pool_type == "avg" and p.count_include_pad is not False,
+        zero_pad=p.zero_pad and p.pool_type == "max",
+        full_kernel=p.full_kernel and p.pool_type == "avg",
     )
     return Lowered((Launch(spec, ia),))
 

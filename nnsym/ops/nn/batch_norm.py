@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -44,6 +45,9 @@ class BatchNormParams(Params):
     max_calib_range: float | None = field(
         default=None, doc="Calibrated maximum of the output, for quantized BatchNorm."
     )
+
+    # BatchNorm_v1's third output is the variance (True in its params).
+    out_var: ClassVar[bool] = False
 
 
 def batch_norm_shape(p: BatchNormParams, ins: list, outs: list) -> tuple[list, list]:
@@ -117,6 +121,7 @@ def batch_norm_lowering(call: KernelCall) -> Lowered:
         req=call.req,
         fix_gamma=p.fix_gamma,
         train=call.is_train and not p.use_global_stats,
+        out_var=p.out_var,
     )
     ia = (size(shape[:ax]), c, size(shape[ax + 1 :]))
     return Lowered((Launch(spec, ia, (float(p.eps),), workspace=8 * max(3 * c, 1)),))
@@ -132,6 +137,7 @@ def batch_norm_backward_lowering(call: KernelCall) -> Lowered:
         pdtype=call.in_dtypes[2].name,
         fix_gamma=p.fix_gamma,
         train=call.is_train and not p.use_global_stats,
+        out_var=p.out_var,
         req_x=call.out_req(0),
         req_g=call.out_req(1),
         req_b=call.out_req(2),
@@ -210,5 +216,92 @@ BATCH_NORM = register(
             {"fix_gamma": "maybe"},
             {"momentum": 0.9, "moment": 0.9},
         ),
+    )
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# BatchNorm_v1: MXNet's legacy BatchNorm (channel axis 1). It computes what BatchNorm does, but
+# its third output is the variance (the batch's in training, moving_var in inference), not the
+# inverse standard deviation.
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchNormV1Params(Params):
+    eps: float = field(default=1e-3, doc="Epsilon added to the variance to avoid division by 0.")
+    momentum: float = field(default=0.9, doc="Momentum of the moving averages.")
+    fix_gamma: bool = field(default=True, doc="Fix gamma to 1 (and its gradient to 0).")
+    use_global_stats: bool = field(
+        default=False, doc="Normalise with the moving statistics even in training."
+    )
+    output_mean_var: bool = field(
+        default=False, doc="Also output the mean and the variance."
+    )
+
+    axis: ClassVar[int] = 1
+    out_var: ClassVar[bool] = True
+
+
+def batch_norm_v1_reference(p: BatchNormV1Params, data, gamma, beta, moving_mean, moving_var):
+    """Inference mode: as BatchNorm's, with moving_var itself as the third output."""
+    out, mean, _ = batch_norm_reference(p, data, gamma, beta, moving_mean, moving_var)  # type: ignore[arg-type]
+    return out, mean, moving_var.astype(moving_mean.dtype, copy=True)
+
+
+BACKWARD_BATCH_NORM_V1 = register(
+    OpDef(
+        name="_backward_BatchNorm_v1",
+        params=BatchNormV1Params,
+        inputs=("ograd", "data", "gamma", "mean", "var", "moving_mean", "moving_var"),
+        outputs=("data_grad", "gamma_grad", "beta_grad"),
+        infer_shape=lambda p, ins, outs: (list(ins), [ins[1], ins[2], ins[2]]),
+        infer_type=lambda p, ins, outs: (list(ins), [ins[1], ins[2], ins[2]]),
+        kernels={DENSE: Kernel(batch_norm_backward_lowering)},
+        train_mode=True,
+        differentiable=False,
+        doc="Gradient of BatchNorm_v1; in training it also moves the moving statistics.",
+    )
+)
+
+
+BATCH_NORM_V1 = register(
+    OpDef(
+        name="BatchNorm_v1",
+        params=BatchNormV1Params,
+        inputs=("data", *PARAM_INPUTS),
+        aux=("moving_mean", "moving_var"),
+        outputs=("output", "mean", "var"),
+        num_visible_outputs=lambda p: 3 if p.output_mean_var else 1,
+        infer_shape=batch_norm_shape,
+        infer_type=batch_norm_type,
+        reference=batch_norm_v1_reference,
+        kernels={DENSE: Kernel(batch_norm_lowering)},
+        grad=node_gradient(
+            BACKWARD_BATCH_NORM_V1,
+            lambda n: [n.inputs[0], n.inputs[1], Entry(n, 1), Entry(n, 2), n.inputs[3],
+                       n.inputs[4]],
+            to_inputs=(0, 1, 2),
+        ),
+        train_mode=True,
+        pinned_inputs=lambda p: {1: 1.0} if p.fix_gamma else {},
+        input_var_attrs={
+            "moving_mean": {"__init__": '["zero", {}]'},
+            "moving_var": {"__init__": '["one", {}]'},
+        },
+        doc="Legacy batch normalisation over axis 1; its extra outputs are mean and variance.",
+        examples=(
+            Example(((2, 3, 4, 4), (3,), (3,), (3,), (3,)), low=0.1),
+            Example(
+                ((2, 3, 4), (3,), (3,), (3,), (3,)),
+                {"fix_gamma": False, "output_mean_var": True},
+                low=0.1,
+            ),
+            Example(
+                ((2, 3, 5, 4), (3,), (3,), (3,), (3,)),
+                {"use_global_stats": True, "fix_gamma": False, "eps": 1e-4},
+                low=0.1,
+            ),
+        ),
+        bad_params=({"axis": 1}, {"eps": "small"}, {"fix_gamma": "maybe"}),
     )
 )
