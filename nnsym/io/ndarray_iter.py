@@ -302,6 +302,10 @@ class NDArrayIter(DataIter):
 def _wrap(src: _Source) -> NDArray:
     if isinstance(src, _Csr):
         return src.wrap()
+    if src.ctx.device_type == "cpu":
+        # A view of the iterator's data where the slice is one C-ordered block (as MXNet's
+        # batches are slices of its NDArrays); NDArray copies anything else.
+        return NDArray(src.value, src.ctx)
     return nd_array(src.value, ctx=src.ctx, dtype=src.value.dtype)
 
 
