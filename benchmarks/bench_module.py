@@ -58,33 +58,6 @@ SCRIPT = textwrap.dedent(
         mod.fit(it, eval_metric="acc", optimizer="sgd", optimizer_params=opt,
                 initializer=mx.init.Xavier(), num_epoch=EPOCHS, epoch_end_callback=epoch_end)
 
-    def fit_bare():
-        ex = net.simple_bind(mx.cpu(), data=(B, D), softmax_label=(B,),
-                             grad_req=dict((n, "null" if n in ("data", "softmax_label")
-                                            else "write") for n in net.list_arguments()))
-        init = mx.init.Xavier()
-        for name, arr in ex.arg_dict.items():
-            if name not in ("data", "softmax_label"):
-                init(mx.init.InitDesc(name), arr)
-        optimizer = mx.optimizer.create("sgd", rescale_grad=1.0 / B, **dict(opt))
-        updater = mx.optimizer.get_updater(optimizer)
-        names = [n for n in net.list_arguments() if n not in ("data", "softmax_label")]
-        metric = mx.metric.Accuracy()
-        data_arr, label_arr = ex.arg_dict["data"], ex.arg_dict["softmax_label"]
-        pairs = [(k, ex.grad_dict[n], ex.arg_dict[n]) for k, n in enumerate(names)]
-        for _ in range(EPOCHS):
-            t0 = time.perf_counter()
-            metric.reset()
-            for i in range(0, N, B):
-                data_arr[:] = x[i:i + B]
-                label_arr[:] = y[i:i + B]
-                outs = ex.forward(is_train=True)
-                ex.backward()
-                for k, g, w in pairs:
-                    updater(k, g, w)
-                metric.update([label_arr], outs)
-            times.append(time.perf_counter() - t0)
-
     def interleaved():
         # Module.fit and the bare loop alternate epoch by epoch in one process, so machine
         # noise falls on both alike.
@@ -125,7 +98,7 @@ SCRIPT = textwrap.dedent(
             bare_t.append(time.perf_counter() - t0)
         times.extend([mod_t, bare_t])
 
-    {{"module": fit_module, "bare": fit_bare, "interleaved": interleaved}}[sys.argv[1]]()
+    {{"module": fit_module, "interleaved": interleaved}}[sys.argv[1]]()
     print(json.dumps(times))
     """
 )
