@@ -48,8 +48,10 @@ __all__ = [
     "CheckpointTypeError",
     "load_checkpoint",
     "load_params",
+    "load_params_file",
     "params_file",
     "save_checkpoint",
+    "save_params_file",
     "symbol_file",
 ]
 
@@ -134,6 +136,24 @@ def save_checkpoint(
     _log.info('Saved checkpoint to "%s"', fname)
 
 
+def save_params_file(fname: str | os.PathLike[str], arg_params: Mapping[str, NDArray] | None,
+                     aux_params: Mapping[str, NDArray] | None) -> None:
+    """Write one ``.params`` file of ``arg:NAME`` / ``aux:NAME`` entries (a checkpoint's
+    parameter file under any name; ``Module.save_params``)."""
+    save_dict = _entries("arg", arg_params)
+    save_dict.update(_entries("aux", aux_params))
+    _io.save(os.fspath(fname), save_dict)
+
+
+def load_params_file(
+    fname: str | os.PathLike[str],
+) -> tuple[dict[str, NDArray], dict[str, NDArray]]:
+    """``(arg_params, aux_params)`` from a ``.params`` file of ``arg:`` / ``aux:`` entries."""
+    name = os.fspath(fname)
+    _require(name)
+    return _split(name, _io.load(name))
+
+
 def _require(fname: str) -> None:
     if not Path(fname).is_file():
         what = "no such file" if not Path(fname).exists() else "not a regular file"
@@ -174,9 +194,7 @@ def load_params(
 ) -> tuple[dict[str, NDArray], dict[str, NDArray]]:
     """``(arg_params, aux_params)`` from ``<prefix>-<epoch:04d>.params``, the ``arg:`` / ``aux:``
     prefixes removed."""
-    fname = params_file(prefix, epoch)
-    _require(fname)
-    return _split(fname, _io.load(fname))
+    return load_params_file(params_file(prefix, epoch))
 
 
 def load_checkpoint(

@@ -557,6 +557,7 @@ class Executor:
         self._last_train: bool | None = None  # None: no forward yet
         self._monitor: tuple[Any, bool, Any] | None = None  # (callback, monitor_all, active)
         self._monitor_exec: Executor | None = None
+        self._monitor_names: list[tuple[str, bool]] = []  # (output name, is an argument)
         self.outputs = [obj(e) if stypes[e] != SType.DEFAULT else self._nd(arrays[e])
                         for e in idx.outputs[: len(outputs)]]
 
@@ -608,7 +609,10 @@ class Executor:
                     dst._data[...] = (v if not isinstance(v, NDArray) else v.asnumpy()
                                       if v.context.device_type == "gpu" else v._data)
         for arr, value in self._pinned:
-            arr[:] = value
+            if self._gpu is None:
+                arr._data.fill(value)
+            else:
+                arr[:] = value
         self._last_train = is_train
         # every run draws new random values (Dropout in training or mode='always', RReLU, the
         # random operators), as MXNet's generators advance on every forward
@@ -635,23 +639,22 @@ class Executor:
         callback, monitor_all, active = self._monitor
         if active is not None and not active():
             return
-        internals = self._symbol.get_internals()
         if self._monitor_exec is None:
+            internals = self._symbol.get_internals()
             names = internals.list_arguments()
             args = dict(zip(self._symbol.list_arguments(), self.arg_arrays))
             aux = [a.copy() for a in self.aux_arrays]
             self._monitor_exec = Executor(internals, self._ctx, [args[n] for n in names],
                                           None, "null", aux)
+            inputs = set(args) | set(self._symbol.list_auxiliary_states())
+            self._monitor_names = [(n, n in inputs) for n in internals.list_outputs()]
         else:
             for mine, theirs in zip(self._monitor_exec.aux_arrays, self.aux_arrays):
                 theirs.copyto(mine)
         outs = self._monitor_exec.forward(is_train=is_train)
-        arg_names = set(self._symbol.list_arguments()) | set(
-            self._symbol.list_auxiliary_states())
-        for name, arr in zip(internals.list_outputs(), outs):
-            if name in arg_names and not monitor_all:
-                continue
-            callback(name, arr)
+        for (name, is_input), arr in zip(self._monitor_names, outs):
+            if monitor_all or not is_input:
+                callback(name, arr)
 
     def _exec(self, segments: list[Any]) -> None:
         if self._gpu is not None:

@@ -16,11 +16,10 @@ import numpy as np
 
 from nnsym import metric as _metric
 from nnsym import ndarray as nd
-from nnsym.context import cpu
 from nnsym.errors import NNSymError
 from nnsym.initializer import Uniform
 from nnsym.io import DataBatch, DataDesc, DataIter
-from nnsym.model import BatchEndParam
+from nnsym.model import BatchEndParam, load_params_file, save_params_file
 from nnsym.ndarray.ndarray import NDArray
 
 #: fit/init_params' default initializer, as MXNet's: ``Uniform(0.01)``.
@@ -337,29 +336,11 @@ class BaseModule:
 
     def save_params(self, fname: str) -> None:
         """Write the parameters to an MXNet ``.params`` file (``arg:``/``aux:`` names)."""
-        args, auxs = self.get_params()
-        out = {f"arg:{k}": v.as_in_context(cpu()) for k, v in args.items()}
-        out.update({f"aux:{k}": v.as_in_context(cpu()) for k, v in auxs.items()})
-        nd.save(fname, out)
+        save_params_file(fname, *self.get_params())
 
     def load_params(self, fname: str) -> None:
         """Set the parameters from a ``.params`` file written by save_params (or MXNet)."""
-        loaded = nd.load(fname)
-        if not isinstance(loaded, dict):
-            raise ModuleInputError(f"Invalid param file {fname}: it holds a list, not named "
-                                   "arrays")
-        args: dict[str, NDArray] = {}
-        auxs: dict[str, NDArray] = {}
-        for k, v in loaded.items():
-            kind, _, name = k.partition(":")
-            if kind == "arg" and name:
-                args[name] = v
-            elif kind == "aux" and name:
-                auxs[name] = v
-            else:
-                raise ModuleInputError(f"Invalid param file {fname}: key {k!r} does not start "
-                                       "with 'arg:' or 'aux:'")
-        self.set_params(args, auxs)
+        self.set_params(*load_params_file(fname))
 
     def get_states(self, merge_multi_context: bool = True) -> list[Any]:
         self._require(params=True, what="get_states")
