@@ -8,7 +8,11 @@
 - W5: ``nd._contrib_quadratic(csr, a=1, b=2, c=0)`` on a 1,000,000 x 1,000,000 csr with 10M
   nnz -> csr (storage inference picks fcompute_ex: only the data array is mapped). Peers: numpy
   on the data array (``a*x*x + b*x + c``), scipy (a csr with the mapped data). Goal: <= 0.2x
-  numpy.
+  numpy (issue 15: <= 0.15x).
+- W5 chain: the same csr through ``A*A*a + A*b`` (a=1, b=2) in a bound graph, which the fusion
+  pass turns into one pass over the stored values (``nnsym/passes/fuse.py``); also bound with
+  fusion off. Peers: numpy on the data array, scipy's sparse operators, torch on the data
+  array. Goal: <= 0.2x the best peer.
 - W6: lazy SGD with momentum: weight 1,000,000 x 64, row_sparse gradient of 10,000 random rows
   (lr 0.01, momentum 0.9, wd 1e-4), ``nd.sgd_mom_update(w, g, m, out=w)``. Peers: numpy fancy
   indexing of the same lazy update, MXNet ``sgd_mom_update`` when importable. Goal: <= 0.3x
@@ -40,10 +44,12 @@ from harness import environment, measure, report, row
 
 import nnsym
 from nnsym import nd
+from nnsym.executor.executor import Executor
 
 W4A, W4B = "W4a csr . dense", "W4b csr.T . dense"
 W5, W6 = "W5 quadratic(csr 1e6^2, 10M nnz)", "W6 lazy sgd_mom (1e6 x 64)"
-GOALS = {W4A: 0.8, W4B: 0.5, W5: 0.2, W6: 0.3}
+W5C = "W5 chain A*A*a+A*b (bound graph)"
+GOALS = {W4A: 0.8, W4B: 0.5, W5: 0.15, W5C: 0.2, W6: 0.3}
 
 
 def random_csr(rng: np.random.Generator, rows: int, cols: int,
@@ -146,7 +152,26 @@ def w5(rng: np.random.Generator, check: bool) -> tuple[Peers, Any]:
     if torch is not None:
         tx = torch.from_numpy(data)
         peers.append((W5, "torch on .data", lambda: 1 * tx * tx + 2 * tx + 0))
-    return peers, (a, x, out)
+
+    # The chain in a bound graph (fused: one pass over the values; and with fusion off).
+    s = nnsym.sym.Variable("A", stype="csr")
+    net = s * s * 1.0 + s * 2.0
+    fused = Executor(net, nnsym.cpu(), [x], None, "null", fusion=True)
+    unfused = Executor(net, nnsym.cpu(), [x], None, "null", fusion=False)
+    if check:
+        for ex in (fused, unfused):
+            got = ex.forward()[0]
+            assert got.stype == "csr"
+            np.testing.assert_allclose(got.data.asnumpy(), quad(data), rtol=1e-6, atol=1e-6)
+    peers += [
+        (W5C, "nnsym bound (fused)", lambda: fused.forward()),
+        (W5C, "nnsym bound (fusion off)", lambda: unfused.forward()),
+        (W5C, "numpy on .data", lambda: data * data * 1 + data * 2),
+        (W5C, "scipy csr ops", lambda: a.multiply(a) * 1 + a * 2),
+    ]
+    if torch is not None:
+        peers.append((W5C, "torch on .data", lambda: tx * tx * 1 + tx * 2))
+    return peers, (a, x, out, fused, unfused)
 
 
 def w6(rng: np.random.Generator, check: bool) -> tuple[Peers, Any]:

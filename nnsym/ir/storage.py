@@ -93,6 +93,12 @@ class Env(Protocol):
         with ``out``, the first output is written there."""
         ...
 
+    def dense_parsed(self, op: Any, params: Any, arrays: Sequence[np.ndarray],
+                     out: np.ndarray | None = None) -> list[np.ndarray]:
+        """:meth:`dense` with parameters already parsed (a hashable params value; for operators
+        whose parameters are built by a pass, such as fused nodes, and never come as text)."""
+        ...
+
 
 StorageKernel = Callable[[Env, StorageCall, Sequence[Storage]], list[Any]]
 
@@ -100,6 +106,10 @@ StorageKernel = Callable[[Env, StorageCall, Sequence[Storage]], list[Any]]
 class _NoEnv:
     def dense(self, op: Any, raw: Mapping[str, Any], arrays: Sequence[np.ndarray],
               out: np.ndarray | None = None) -> list[np.ndarray]:
+        raise NNSymError("no runtime is installed to run dense kernels: import nnsym")
+
+    def dense_parsed(self, op: Any, params: Any, arrays: Sequence[np.ndarray],
+                     out: np.ndarray | None = None) -> list[np.ndarray]:
         raise NNSymError("no runtime is installed to run dense kernels: import nnsym")
 
 

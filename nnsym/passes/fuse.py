@@ -8,7 +8,15 @@ joins only when its dense kernel is one of the plain elementwise templates
 (``scalar_form``): unary, scalar, ``Activation`` and binary operators (same-shape and
 broadcasting), ``add_n`` of up to 8 inputs (the gradient graph's ``sum_grad``) and the
 generated ``_backward_<op>`` nodes. Graph outputs stay materialised (they are roots).
-Sparse nodes, nodes with storage-type dispatch and multi-output nodes are left alone.
+Multi-output nodes are left alone.
+
+Sparse fusion: a group may instead consist of csr (or row_sparse) nodes that keep their input's
+pattern, that is, value maps with f(0) == 0 (run by ``map_values``) and ``elemwise_add``/
+``_sub``/``_mul`` of two inputs with the same pattern (the union and the intersection of one
+pattern are that pattern). Patterns are tracked from the entry they come from: every input of
+such a group derives from one sparse entry, so the fused node (dispatched to ``fused_values``)
+runs the composed expression once over the stored values and shares the index arrays. Where the
+unfused ``elemwise_*`` kernels would store an explicit zero (``A - A``), so does the fused one.
 
 ``NNSYM_FUSION=0`` turns fusion off in bound graphs (``fusion_enabled``).
 """
@@ -18,13 +26,22 @@ from __future__ import annotations
 import bisect
 import os
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from nnsym.ir.graph import Entry, Graph, GraphAttrs, IndexedGraph, Node, dfs_post_order
 from nnsym.ir.opdef import DENSE
 from nnsym.ir.spec import KernelCall
-from nnsym.ops.elemwise.fused import FusedParams, ScalarForm, Step, fused_op, scalar_form
+from nnsym.ops.common.storage import map_values
+from nnsym.ops.elemwise.fused import (
+    FusedParams,
+    ScalarForm,
+    Step,
+    fused_op,
+    fused_values,
+    scalar_form,
+)
 from nnsym.passes.manager import GraphPass, graph_pass
 from nnsym.types import DispatchMode, SType
 
@@ -75,6 +92,49 @@ def _form(node: Node, nid: int, g: Graph) -> ScalarForm | None:
     return form
 
 
+# Binary operators whose csr/csr and row_sparse/row_sparse kernels store exactly the union or
+# intersection of the operands' patterns (explicit zeros included): same pattern in, same out.
+_SAME_PATTERN_BINARY = frozenset({"elemwise_add", "elemwise_sub", "elemwise_mul"})
+_SPARSE_PROBE = 64  # elements of the 1-D call whose lowering gives a sparse node's expression
+
+
+def _sparse_form(node: Node, nid: int, g: Graph) -> ScalarForm | None:
+    """The expression a csr/row_sparse node computes on its stored values, where it keeps its
+    inputs' (common) pattern, else None."""
+    op, idx, a = node.op, g.index, g.attrs
+    assert a.dtype is not None and a.stype is not None and a.dispatch is not None
+    if op is None or op.num_outputs(node.params) != 1 or op.train_mode or op.random:
+        return None
+    if op.pinned_inputs is not None or op.ignored_inputs(node.params) or op.loss:
+        return None
+    if a.dispatch[nid] != DispatchMode.FCOMPUTE_EX or a.stype_kernel is None:
+        return None
+    ins, out = idx.input_entries[nid], idx.row_ptr[nid]
+    st = a.stype[out]
+    if st not in (SType.CSR, SType.ROW_SPARSE) or any(a.stype[e] != st for e in ins):
+        return None
+    kern = a.stype_kernel[nid]
+    if not ((len(ins) == 1 and kern is map_values)
+            or (len(ins) == 2 and op.name in _SAME_PATTERN_BINARY
+                and a.dtype[ins[0]] == a.dtype[ins[1]] == a.dtype[out])):
+        return None
+    dense = op.kernels.get(DENSE)
+    if dense is None:
+        return None
+    n = _SPARSE_PROBE
+    call = KernelCall(node.params, ((n,),) * len(ins),
+                      tuple(np.dtype(a.dtype[e]) for e in ins), ((n,),),
+                      (np.dtype(a.dtype[out]),))
+    try:
+        low = dense.lower(call)
+    except Exception:  # not fusable under these parameters
+        return None
+    form = scalar_form(low, n)
+    if form is None or len(form.names) != len(ins):
+        return None
+    return form
+
+
 def _broadcasts(s: tuple[int | None, ...] | None, out: tuple[int | None, ...]) -> bool:
     """``s`` is known and broadcasts to ``out`` (numpy's rule) without growing a dimension."""
     if s is None or any(d is None for d in s) or len(s) > len(out):
@@ -103,6 +163,16 @@ def _fuse(g: Graph, forward_outputs: int | None) -> Graph:
     k = len(g.outputs) if forward_outputs is None else forward_outputs
     fwd = {id(nd) for nd in dfs_post_order(list(g.outputs[:k]))}
     forms = {nid: f for nid, nd in enumerate(nodes) if (f := _form(nd, nid, g)) is not None}
+    # Sparse members: the pattern of every entry is the entry it derives from (itself unless a
+    # pattern-keeping node made it); a node whose inputs differ in pattern does not fuse.
+    pattern = list(range(idx.num_entries))
+    for nid, nd in enumerate(nodes):
+        if nid in forms or (f := _sparse_form(nd, nid, g)) is None:
+            continue
+        pats = {pattern[e] for e in idx.input_entries[nid]}
+        if len(pats) == 1:
+            forms[nid] = f
+            pattern[idx.row_ptr[nid]] = pats.pop()
 
     # Readers per entry (by node id, with multiplicity); graph outputs mark entries as kept.
     readers: dict[int, list[int]] = {}
@@ -122,6 +192,9 @@ def _fuse(g: Graph, forward_outputs: int | None) -> Graph:
                 and all(group[r] == root for r in rs)
                 and (id(nodes[nid]) in fwd) == (id(nodes[root]) in fwd)
                 and a.dtype[out] == a.dtype[idx.row_ptr[root]]
+                and a.stype[out] == a.stype[idx.row_ptr[root]]
+                and (a.stype[out] == SType.DEFAULT  # sparse: one pattern
+                     or pattern[out] == pattern[idx.row_ptr[root]])
                 and a.shape[out] == a.shape[idx.row_ptr[root]]):  # members: the root's shape
             group[nid] = root
         else:
@@ -172,7 +245,8 @@ def _fuse(g: Graph, forward_outputs: int | None) -> Graph:
     outputs = tuple(entry(e) for e in idx.outputs)
     ng = Graph(outputs)
     nidx = ng.index
-    shape, dtype, stype, dispatch, skern = [], [], [], [], []
+    shape, dtype, stype, dispatch = [], [], [], []
+    skern: list[Any] = []
     for new_nid, node in enumerate(nidx.nodes):
         _, old = old_of[id(node)]
         for i in range(nidx.row_ptr[new_nid + 1] - nidx.row_ptr[new_nid]):
@@ -181,7 +255,11 @@ def _fuse(g: Graph, forward_outputs: int | None) -> Graph:
             dtype.append(a.dtype[e])
             stype.append(a.stype[e])
         dispatch.append(a.dispatch[old])
-        skern.append(a.stype_kernel[old] if a.stype_kernel is not None else None)
+        kind, _ = old_of[id(node)]
+        if kind == "fused" and a.stype[idx.row_ptr[old]] != SType.DEFAULT:
+            skern.append(fused_values)
+        else:
+            skern.append(a.stype_kernel[old] if a.stype_kernel is not None else None)
     return Graph(outputs, GraphAttrs(shape=tuple(shape), dtype=tuple(dtype), stype=tuple(stype),
                                      dispatch=tuple(dispatch), stype_kernel=tuple(skern)))
 

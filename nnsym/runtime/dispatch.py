@@ -24,7 +24,7 @@ from nnsym.ir.opdef import OpDef, PythonCompute
 from nnsym.ir.storage import Storage, StorageCall, install_env
 from nnsym.ops.common.storage import convert, to_dense
 from nnsym.ops.common.stype import Decision
-from nnsym.runtime.imperative import run_op
+from nnsym.runtime.imperative import run_op, run_parsed
 from nnsym.types import DispatchMode, SType
 
 
@@ -34,6 +34,10 @@ class RuntimeEnv:
     def dense(self, op: OpDef, raw: Mapping[str, Any], arrays: Sequence[np.ndarray],
               out: np.ndarray | None = None) -> list[np.ndarray]:
         return run_op(op, dict(raw), arrays, outputs=None if out is None else [out])
+
+    def dense_parsed(self, op: OpDef, params: Any, arrays: Sequence[np.ndarray],
+                     out: np.ndarray | None = None) -> list[np.ndarray]:
+        return run_parsed(op, params, arrays, outputs=None if out is None else [out])
 
 
 ENV = RuntimeEnv()

@@ -184,6 +184,24 @@ def get_call(op: OpDef, raw_params: tuple[tuple[str, Any], ...],
     return call
 
 
+def run_parsed(op: OpDef, params: Any, inputs: Sequence[np.ndarray],
+               outputs: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
+    """:func:`run_op` with parsed (hashable) parameters, for operators whose parameters a pass
+    builds (fused nodes); compiled calls are cached by the parameters' value."""
+    ins = [np.ascontiguousarray(a) for a in inputs]
+    shapes, dtypes = tuple(a.shape for a in ins), tuple(a.dtype for a in ins)
+    key = ("parsed", op.name, params, shapes, dtypes, compiler.backend())
+    call = _CACHE.get(key)
+    if call is None:
+        call = compile_call(op, params, shapes, dtypes, "write")
+        with _LOCK:
+            _CACHE[key] = call
+    outs = list(outputs) if outputs is not None else \
+        [np.empty(s, t) for s, t in zip(call.out_shapes, call.out_dtypes)]
+    call.run(ins, outs, "write")
+    return outs
+
+
 def run_op(op: OpDef, params: dict[str, Any], inputs: Sequence[np.ndarray],
            req: str = "write", outputs: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
     """Run ``op`` on numpy arrays (C-contiguous copies are made where needed); returns every

@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from nnsym.errors import StorageTypeError
 from nnsym.ir.opdef import DENSE, Kernel, OpDef
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, comptype, size
+from nnsym.ir.storage import Csr, Env, Rsp, Storage, StorageCall
+from nnsym.ops.common.storage import with_data
 
 TEMPLATE = "elemwise/fused.c.j2"
 TEMPLATES = (TEMPLATE,)
@@ -171,6 +175,29 @@ def fused_lowering(call: KernelCall) -> Lowered:
     outer = tuple(r[0] for r in rows[:-1])
     strides = tuple(r[1][k] for k in range(len(call.in_shapes)) for r in rows[:-1])
     return Lowered((Launch(spec, (n, rows[-1][0], *outer, *strides), p.fa),))
+
+
+def fused_values(env: Env, call: StorageCall, ins: Sequence[Storage]) -> list[Any]:
+    """The storage kernel of a sparse fused node (``nnsym.passes.fuse``): every input is a csr
+    (or every one a row_sparse) array with one pattern, so the fused program runs once over the
+    stored values, and the result shares the first input's index arrays."""
+    a = ins[0]
+    if not isinstance(a, (Csr, Rsp)) or any(
+            type(x) is not type(a) or x.data.shape != a.data.shape for x in ins):
+        raise StorageTypeError(
+            "a sparse fused node needs inputs of one storage type and one pattern; got "
+            + ", ".join(f"{type(x).__name__} with values {getattr(x, 'data', x).shape}"
+                        for x in ins))
+    vals = [np.asarray(x.data).reshape(-1) for x in ins]
+    t = call.target(0)
+    if (isinstance(t, type(a)) and t.data.shape == a.data.shape and t.data.flags.writeable
+            and t.data.flags.c_contiguous and t.data.dtype == call.out_dtypes[0]):
+        if vals[0].size:
+            env.dense_parsed(call.op, call.params, vals, out=t.data.reshape(-1))
+        return [with_data(a, t.data)]
+    res = env.dense_parsed(call.op, call.params, vals)[0] if vals[0].size else \
+        np.zeros(0, call.out_dtypes[0])
+    return [with_data(a, res.reshape(a.data.shape))]
 
 
 @functools.cache
