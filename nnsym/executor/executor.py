@@ -419,7 +419,24 @@ class Executor:
             fn_of = self._gpu.functions(specs) if specs else {}
         else:
             fn_of = {sp.name: fn for sp, fn in zip(specs, compiler.functions(specs))}
-        self._workspaces: list[np.ndarray] = []
+        # One workspace for every launch: launches run one after another (a kernel's workspace is
+        # scratch for that launch only), so the largest need is enough; it is allocated and
+        # first touched at bind, not in the first step.
+        ws_bytes = max([int(ln.workspace) for _, low in lowered.values()
+                        for ln in low.launches]
+                       + [int(ln.workspace) for low in train_lowered.values()
+                          for ln in low.launches] + [0])
+        self._workspaces: list[Any] = []
+
+        def workspace() -> Any:
+            if not self._workspaces:
+                if self._gpu is not None:
+                    self._workspaces.append(self._gpu.empty((ws_bytes,), np.dtype(np.uint8)))
+                else:
+                    self._workspaces.append(_host(np.zeros, "the kernels' workspace",
+                                                  (ws_bytes,), np.dtype(np.uint8)))
+                    self._workspaces[0].fill(0)  # touch its pages now
+            return self._workspaces[0]
         self._keep: list[Any] = []
         self._seeds: list[tuple[Any, int]] = []  # (fa, slot) to reseed before every run
 
@@ -435,9 +452,7 @@ class Executor:
                     mine_g = ptrs if ln.args is None else [ptrs[i] for i in ln.args]
                     addrs = [be.ptr(a) for a in mine_g]
                     if ln.workspace:
-                        ws_d = be.empty((int(ln.workspace),), np.dtype(np.uint8))
-                        self._workspaces.append(ws_d)
-                        addrs.append(be.ptr(ws_d))
+                        addrs.append(be.ptr(workspace()))
                     fa_l = list(ln.fa)
                     if ln.seed_slot is not None:
                         self._seeds.append((fa_l, ln.seed_slot))
@@ -449,10 +464,7 @@ class Executor:
                 mine = ptrs if ln.args is None else [ptrs[i] for i in ln.args]
                 p_list = [FFI.cast("void *", a.ctypes.data) for a in mine]  # type: ignore[union-attr]
                 if ln.workspace:
-                    ws = _host(np.empty, f"the workspace of node {idx.nodes[nid].name!r}",
-                               (int(ln.workspace),), np.dtype(np.uint8))
-                    self._workspaces.append(ws)
-                    p_list.append(FFI.cast("void *", ws.ctypes.data))
+                    p_list.append(FFI.cast("void *", workspace().ctypes.data))
                 p = FFI.new("void *[]", p_list)
                 ia = FFI.new("int64_t[]", list(ln.ia) or [0])
                 fa = FFI.new("double[]", list(ln.fa) or [0.0])
