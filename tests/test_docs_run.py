@@ -121,7 +121,11 @@ def _gpu() -> bool:
     return runtime.available()
 
 
-@pytest.mark.parametrize("block", RUNNABLE, ids=[b.id for b in RUNNABLE])
+# One xdist worker per doc, so its blocks run in order in its one directory.
+@pytest.mark.parametrize(
+    "block",
+    [pytest.param(b, id=b.id, marks=pytest.mark.xdist_group(f"docs:{b.doc}")) for b in RUNNABLE],
+)
 def test_doc_block_runs(
     block: Block, bin_dir: Path, doc_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
