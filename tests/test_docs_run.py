@@ -10,7 +10,8 @@ The conventions (also in docs/architecture.md, "Code blocks in the docs"):
   python block of the same doc runs in the namespace it left (a chain may go on).
 - ``<!-- not run: REASON -->`` before a block skips it, with that reason (installs, MPI
   launches, excerpts of nnsym's own source); keep these rare.
-- ``<!-- needs: gpu -->`` before a block skips it where no CUDA device is usable.
+- ``<!-- needs: gpu -->`` before a python block: without a usable CUDA device it runs on the
+  emulated one (``NNSYM_CUDA=emulate``, ``nnsym.devtools.cuda``; needs g++), in a subprocess.
 
 Blocks of one doc run in order in one scratch directory, so a block may read a file an earlier
 block wrote. docs/operators.md is generated and has no code blocks. The slow blocks are the
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -131,23 +133,30 @@ def test_doc_block_runs(
 ) -> None:
     if block.skip:
         pytest.skip(f"{block.id} not run: {block.skip}")
-    if block.needs_gpu and not _gpu():
-        pytest.skip(f"{block.id} needs a CUDA device")
     cwd = doc_dirs[Path(block.doc).name]
     cwd.mkdir(exist_ok=True)
     monkeypatch.chdir(cwd)
-    if block.lang == "python":
-        ns = {"__name__": f"docs_{Path(block.doc).stem}_{block.index}"}
-        for b in [*block.prefix, block]:
-            exec(compile(b.code, f"{b.doc}:{b.line} (block {b.index})", "exec"), ns)
-        return
     env = {
         **os.environ,
         "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
+    code = "\n".join(b.code for b in [*block.prefix, block])
+    if block.lang == "python" and block.needs_gpu and not _gpu():
+        # No device: the emulated one (nnsym.devtools.cuda, through g++), in its own process.
+        if shutil.which("g++") is None:
+            pytest.skip(f"{block.id} needs a CUDA device or g++ for the emulated one")
+        code = f"import nnsym.devtools.cuda\n{code}"
+        cmd, env["NNSYM_CUDA"] = [sys.executable, "-c", code], "emulate"
+    elif block.lang == "python":
+        ns = {"__name__": f"docs_{Path(block.doc).stem}_{block.index}"}
+        for b in [*block.prefix, block]:
+            exec(compile(b.code, f"{b.doc}:{b.line} (block {b.index})", "exec"), ns)
+        return
+    else:
+        cmd = ["bash", "-e", "-o", "pipefail", "-c", code]
     r = subprocess.run(
-        ["bash", "-e", "-o", "pipefail", "-c", block.code],
+        cmd,
         cwd=cwd,
         env=env,
         capture_output=True,
