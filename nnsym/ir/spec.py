@@ -40,6 +40,11 @@ CTYPES: Mapping[str, tuple[str, str]] = {
 REQS = ("write", "add")
 _SAFE_TEXT = re.compile(r"^[A-Za-z0-9_ .,*+\-/%()<>=!?:&|\[\]~^]*$")
 
+# Kernels that split over the worker pool do so from this many elements up (below it a wake-up
+# costs more than it saves); every split is over independent outputs, so the bits do not
+# depend on the thread count.
+PAR_MIN = 1 << 16
+
 
 def ctype(dt: Any) -> str:
     return CTYPES[np.dtype(dt).name][0]

@@ -32,7 +32,7 @@ import numpy as np
 
 from nnsym.ir.graph import Entry, Graph, GraphAttrs, IndexedGraph, Node, dfs_post_order
 from nnsym.ir.opdef import DENSE
-from nnsym.ir.spec import KernelCall
+from nnsym.ir.spec import PAR_MIN, KernelCall
 from nnsym.ops.common.storage import map_values
 from nnsym.ops.elemwise.fused import (
     FusedParams,
@@ -203,7 +203,12 @@ def _fuse(g: Graph, forward_outputs: int | None) -> Graph:
     for nid, r in enumerate(group):
         if r >= 0:
             members.setdefault(r, []).append(nid)
-    fused_roots = {r for r, ms in members.items() if len(ms) > 1}
+    # A lone dense node of at least PAR_MIN elements becomes a fused node too: the fused kernel
+    # splits over the worker pool (the plain elementwise kernels run on one thread), with the
+    # same bits.
+    fused_roots = {r for r, ms in members.items()
+                   if len(ms) > 1 or (a.stype[idx.row_ptr[r]] == SType.DEFAULT
+                                      and _size(a.shape[idx.row_ptr[r]]) >= PAR_MIN)}
     if not fused_roots:
         return g
 
@@ -301,6 +306,13 @@ def _fused_node(g: Graph, group: Sequence[int], forms: dict[int, ScalarForm],
     dep_src = Node(None, "", None, (), {}, tuple(
         d for d in cdeps if idx.node_id(d) not in group))
     return Node(fused_op(len(ext)), root.name, params, ins, attrs, deps(dep_src))
+
+
+def _size(shape: tuple[int | None, ...] | None) -> int:
+    n = 1
+    for d in shape or (0,):
+        n *= int(d or 0)
+    return n
 
 
 def _node_of(idx: IndexedGraph, eid: int) -> int:

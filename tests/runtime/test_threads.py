@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from nnsym import nd
+from nnsym import cpu, nd, sym
 from nnsym.errors import NNSymError, ThreadCountError
 from nnsym.ndarray.sparse import RowSparseNDArray, csr_matrix
 from nnsym.runtime import threads
@@ -94,7 +94,28 @@ def _workloads() -> list[tuple[str, Callable[[], np.ndarray]]]:
         nd.sgd_mom_update(w, grad, mom, lr=0.1, momentum=0.9, wd=1e-3, out=w)
         return w.asnumpy()
 
+    bx = rng.standard_normal((4, 24, 30, 30)).astype(np.float32)
+    bhead = rng.standard_normal(bx.shape).astype(np.float32)
+    bgamma = rng.uniform(0.5, 1.5, 24).astype(np.float32)
+
+    def batch_norm(train: bool) -> Callable[[], np.ndarray]:
+        def run() -> np.ndarray:
+            net = sym.BatchNorm(sym.Variable("x"), fix_gamma=False, name="bn")
+            ex = net.simple_bind(cpu(), x=bx.shape)
+            ex.arg_dict["x"][:] = bx
+            ex.arg_dict["bn_gamma"][:] = bgamma
+            ex.arg_dict["bn_beta"][:] = 0.25
+            ex.aux_dict["bn_moving_var"][:] = 1.5
+            out = ex.forward(is_train=train)[0].asnumpy()
+            ex.backward([nd.array(bhead)])
+            parts = [out] + [ex.grad_dict[k].asnumpy() for k in ("x", "bn_gamma", "bn_beta")]
+            parts += [a.asnumpy() for a in ex.aux_dict.values()]
+            return np.concatenate([a.reshape(-1) for a in parts])
+        return run
+
     return [
+        ("batch_norm train", batch_norm(True)),
+        ("batch_norm inference", batch_norm(False)),
         ("map tanh", lambda: nd.tanh(nd.array(x)).asnumpy()),
         ("map chain", lambda: (nd.array(x) * 2.5 + nd.array(g) * nd.array(x)).asnumpy()),
         ("sum all", lambda: nd.sum(nd.array(m)).asnumpy()),

@@ -21,7 +21,7 @@ import numpy as np
 
 from nnsym.errors import StorageTypeError
 from nnsym.ir.opdef import DENSE, Kernel, OpDef
-from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, comptype, size
+from nnsym.ir.spec import PAR_MIN, KernelCall, KernelSpec, Launch, Lowered, comptype, size
 from nnsym.ir.storage import Csr, Env, Rsp, Storage, StorageCall
 from nnsym.ops.common.storage import with_data
 
@@ -31,7 +31,6 @@ TEMPLATES = (TEMPLATE,)
 # elements (whole vectors, so every element is computed the same way whatever the split).
 # NOTE: not a measured optimum: on the shared 2-core development machine the second core was
 # never idle, so two threads did not beat one at any size (W3 at 16M: 14.9 vs 16.7 ms).
-PAR_MIN = 1 << 16
 BLOCK = 1024
 
 # The single-launch dense templates whose expression a fused kernel can take over, with the

@@ -19,7 +19,7 @@ from nnsym.ir.opdef import (
     register,
 )
 from nnsym.ir.params import Params, field
-from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ir.spec import PAR_MIN, KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.common.grad import node_gradient
 from nnsym.types import shape_str
 
@@ -122,6 +122,7 @@ def batch_norm_lowering(call: KernelCall) -> Lowered:
         fix_gamma=p.fix_gamma,
         train=call.is_train and not p.use_global_stats,
         out_var=p.out_var,
+        par_min=PAR_MIN,
     )
     ia = (size(shape[:ax]), c, size(shape[ax + 1 :]))
     return Lowered((Launch(spec, ia, (float(p.eps),), workspace=8 * max(3 * c, 1)),))
@@ -141,6 +142,7 @@ def batch_norm_backward_lowering(call: KernelCall) -> Lowered:
         req_x=call.out_req(0),
         req_g=call.out_req(1),
         req_b=call.out_req(2),
+        par_min=PAR_MIN,
     )
     ia = (size(shape[:ax]), shape[ax], size(shape[ax + 1 :]))
     # MXNet's BatchNormParam.momentum is a C float: the moving statistics move by 0.9f, not 0.9
