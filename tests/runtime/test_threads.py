@@ -113,7 +113,25 @@ def _workloads() -> list[tuple[str, Callable[[], np.ndarray]]]:
             return np.concatenate([a.reshape(-1) for a in parts])
         return run
 
+    cx = rng.standard_normal((8, 16, 8, 8)).astype(np.float32)
+    cw = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
+    chead = rng.standard_normal((8, 32, 8, 8)).astype(np.float32)
+
+    def conv() -> np.ndarray:
+        # P = 64 outputs per image: the batched kernels, whose column passes split by rows /
+        # channels above PAR_MIN elements (K * L = 144 * 512)
+        net = sym.Convolution(sym.Variable("x"), kernel=(3, 3), pad=(1, 1), num_filter=32,
+                              name="c")
+        ex = net.simple_bind(cpu(), x=cx.shape)
+        ex.arg_dict["x"][:] = cx
+        ex.arg_dict["c_weight"][:] = cw
+        out = ex.forward(is_train=True)[0].asnumpy()
+        ex.backward([nd.array(chead)])
+        parts = [out] + [ex.grad_dict[k].asnumpy() for k in ("x", "c_weight", "c_bias")]
+        return np.concatenate([a.reshape(-1) for a in parts])
+
     return [
+        ("convolution", conv),
         ("batch_norm train", batch_norm(True)),
         ("batch_norm inference", batch_norm(False)),
         ("map tanh", lambda: nd.tanh(nd.array(x)).asnumpy()),

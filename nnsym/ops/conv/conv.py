@@ -32,7 +32,7 @@ from nnsym.ir.opdef import (
     same_dtype,
 )
 from nnsym.ir.params import Params, field
-from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ir.spec import PAR_MIN, KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.common.grad import node_gradient
 from nnsym.types import Shape, shape_str
 
@@ -356,6 +356,7 @@ def batched_forward_lowering(call: KernelCall, chunk: int = BATCH_CHUNK) -> Lowe
         return None
     spec = KernelSpec.make(
         "conv/conv_forward.c.j2", algo="batched", dtype=dt, req=call.req, bias=not p.no_bias,
+        par_min=PAR_MIN,
     )
     ws = _workspace(k, fg, nb, pp, np.dtype(dt).itemsize)
     return Lowered((Launch(spec, (*ia, nb), workspace=ws),))
@@ -382,6 +383,7 @@ def batched_backward_lowering(call: KernelCall, chunk: int = BATCH_CHUNK) -> Low
     spec = KernelSpec.make(
         "conv/conv_backward.c.j2", algo="batched", dtype=dt, req_x=call.out_req(0),
         req_w=call.out_req(1), req_b=call.out_req(2) if bias else "null", bias=bias,
+        par_min=PAR_MIN,
     )
     ws = _workspace(k, fg, nb, pp, np.dtype(dt).itemsize)
     return Lowered((Launch(spec, (*ia, nb), workspace=max(ws, 16)),))
