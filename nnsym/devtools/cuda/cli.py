@@ -49,10 +49,10 @@ def run_codegen(args: argparse.Namespace) -> int:
     try:
         paths = write_sources(args.target, args.out, args.op)
     except NNSymError as e:
-        print(f"nnsym codegen: {e}", file=sys.stderr)
+        print(f"nnsym: error: {e}", file=sys.stderr)
         return 2
     if not paths:
-        print(f"nnsym codegen: operator {args.op} has no generated kernels", file=sys.stderr)
+        print(f"nnsym: error: operator {args.op} has no generated kernels", file=sys.stderr)
         return 1
     print(f"wrote {len(paths)} {args.target} kernels to {args.out}")
     return 0
