@@ -34,7 +34,6 @@ import shlex
 import shutil
 import subprocess
 import unicodedata
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from nnsym import fileio
-from nnsym.errors import NNSymError, ShapeError
+from nnsym.errors import NNSymError, ShapeError, warn
 from nnsym.ir.graph import Graph, IndexedGraph
 from nnsym.passes.infer import infer_shape, infer_type
 from nnsym.symbol.symbol import Symbol, _user_shape
@@ -248,13 +247,12 @@ class Digraph:
         self.save(src)
         dot = dot_program()
         if dot is None:
-            warnings.warn(
+            warn(
                 DotNotFoundWarning(
                     f"Graphviz's `dot` program is not on PATH, so the plot was not rendered; "
                     f"the DOT source is in {src}. Install Graphviz (https://graphviz.org, e.g. "
                     f"`apt install graphviz`) and run:\n    {render_command(src, out, fmt)}"
                 ),
-                stacklevel=2,
             )
             return src
         # dot writes to a pipe and the picture replaces `out` whole: a failed render keeps the
@@ -429,11 +427,10 @@ def plot_network(
     if len(set(names)) != len(names):
         seen: set[str] = set()
         repeated = sorted({n for n in names if n in seen or seen.add(n)})  # type: ignore[func-returns-value]
-        warnings.warn(
+        warn(
             "There are multiple nodes with the same name in your graph; they are drawn as "
             "separate nodes (ids suffixed '#1', '#2'...). Repeated names: " + ",".join(repeated),
             RuntimeWarning,
-            stacklevel=2,
         )
     ids = _unique_ids(names)
 

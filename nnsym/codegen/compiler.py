@@ -31,7 +31,6 @@ import sysconfig
 import tempfile
 import threading
 import time
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,10 +45,9 @@ from nnsym.codegen.cache import (
     cache_root,
     file_sha256,
     prune_failed,
-    warn_user,
 )
 from nnsym.codegen.render import render_unit, signature
-from nnsym.errors import NNSymError, ThreadCountError
+from nnsym.errors import NNSymError, ThreadCountError, warn
 from nnsym.ir.spec import KernelSpec
 
 log = logging.getLogger("nnsym.codegen")
@@ -95,7 +93,7 @@ def compiler_command() -> tuple[str, ...] | None:
     instead = (f"using {shlex.join(default)} instead" if default else
                "no other C compiler works either, so operators run their numpy reference "
                "implementations (slow)")
-    warn_user(f"nnsym: CC={env!r} cannot be used as the C compiler ({found}); {instead}",
+    warn(f"nnsym: CC={env!r} cannot be used as the C compiler ({found}); {instead}",
               CompilerWarning)
     return default
 
@@ -585,15 +583,14 @@ def _choose_backend() -> str:
 
 @functools.cache
 def _warn_no_cache(why: str) -> None:
-    warn_user(f"nnsym: {why}; operators run their numpy reference implementations (slow)",
+    warn(f"nnsym: {why}; operators run their numpy reference implementations (slow)",
               CompilerWarning)
 
 
 @functools.lru_cache(maxsize=1)
 def _warn_no_compiler() -> None:
-    warnings.warn(
+    warn(
         "nnsym: no C compiler found; operators run their numpy reference implementations "
         "(slow). Install gcc or set CC to get generated kernels.",
         RuntimeWarning,
-        stacklevel=3,
     )
