@@ -9,7 +9,8 @@ the prologue, never ``-ffast-math`` (it breaks NaN semantics and sets FTZ for th
 The compiler is ``$CC`` split like a shell word list (``ccache gcc``, ``gcc -m64``), else the one
 Python was built with (``sysconfig``'s ``CC``), else ``cc``, else ``gcc``. A ``CC`` that is not
 found or fails a tiny test compile is not used: one :class:`CompilerWarning` names it and says
-what runs instead (the default compiler, or the numpy backend where there is none). Nothing is
+what runs instead (the default compiler, or the numpy backend where there is none); the choice
+is logged once at INFO on ``nnsym.codegen`` (which default, where CC is unset). Nothing is
 compiled or written at import; the C runtime (``runtime/runlib.c``) is built on first use.
 """
 
@@ -83,9 +84,16 @@ def compiler_command() -> tuple[str, ...] | None:
     """The compiler command as an argument list (see the module docstring for the choice)."""
     env = os.environ.get("CC", "").strip()
     if not env:
-        return _default_compiler()
+        chosen = _find_default()
+        if chosen is None:
+            log.info("nnsym: CC is not set and none of %s is on PATH", _default_names())
+            return None
+        log.info("nnsym: CC is not set; using %s: %s (the first found of %s)", chosen[0],
+                 shlex.join(chosen[1]), _default_names())
+        return chosen[1]
     found = _cc_from_env(env)
     if isinstance(found, tuple):
+        log.info("nnsym: the C compiler is CC=%r: %s", env, shlex.join(found))
         return found
     default = _default_compiler()
     if default is not None and _test_compile(default) is not None:
@@ -114,17 +122,37 @@ def _cc_from_env(env: str) -> tuple[str, ...] | str:
     return cmd if problem is None else problem
 
 
-def _default_compiler() -> tuple[str, ...] | None:
-    """The compiler Python was built with (where it is installed), else ``cc``, else ``gcc``."""
+def _default_candidates() -> list[tuple[str, list[str]]]:
+    """(label, argv) of the defaults in order: the compiler Python was built with
+    (``sysconfig``'s ``CC``), ``cc``, ``gcc``."""
     built_with = sysconfig.get_config_var("CC") or ""
     try:
-        candidates = [shlex.split(built_with)] if built_with.strip() else []
+        argv = shlex.split(built_with)
     except ValueError:
-        candidates = []
-    for argv in [*candidates, ["cc"], ["gcc"]]:
-        path = shutil.which(argv[0]) if argv else None
+        argv = []
+    out = [(f"sysconfig's CC {built_with.strip()!r}", argv)] if argv else []
+    for name in ("cc", "gcc"):
+        if [name] != argv:
+            out.append((name, [name]))
+    return out
+
+
+def _default_names() -> str:
+    """The default candidates for a message: ``sysconfig's CC 'gcc -pthread', cc, gcc``."""
+    return ", ".join(label for label, _ in _default_candidates())
+
+
+def _default_compiler() -> tuple[str, ...] | None:
+    """The first of ``_default_candidates()`` found on PATH (the binary's real path)."""
+    found = _find_default()
+    return found[1] if found else None
+
+
+def _find_default() -> tuple[str, tuple[str, ...]] | None:
+    for label, argv in _default_candidates():
+        path = shutil.which(argv[0])
         if path is not None:
-            return (os.path.realpath(path), *argv[1:])
+            return label, (os.path.realpath(path), *argv[1:])
     return None
 
 
@@ -620,8 +648,10 @@ def _warn_no_cache(why: str) -> None:
 
 @functools.lru_cache(maxsize=1)
 def _warn_no_compiler() -> None:
+    env = os.environ.get("CC", "").strip()
+    tried = f"CC={env!r}, then {_default_names()}" if env else f"CC is not set; {_default_names()}"
     warn(
-        "nnsym: no C compiler found; operators run their numpy reference implementations "
-        "(slow). Install gcc or set CC to get generated kernels.",
+        f"nnsym: no C compiler found (tried {tried}); operators run their numpy reference "
+        "implementations (slow). Install gcc or set CC to get generated kernels.",
         RuntimeWarning,
     )
