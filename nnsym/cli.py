@@ -274,8 +274,11 @@ def cmd_plot(args: argparse.Namespace) -> int:
     shapes, dtypes = dict(args.shape) or None, dict(args.dtype) or None
     stem = ("stdin" if args.model == STDIO else
             _symbol_file(args.model).name.removesuffix(".json").removesuffix("-symbol"))
-    d = viz.plot_network(s, title=stem, shape=shapes, dtype=dtypes,
-                         hide_weights=not args.show_weights)
+    plot = viz.plot_network(s, title=stem, shape=shapes, dtype=dtypes,
+                            hide_weights=not args.show_weights)
+    # nnsym's own Digraph renders (and says how to, without dot) the same DOT source, whether
+    # plot_network returned it or a graphviz.Digraph
+    d = plot if isinstance(plot, viz.Digraph) else viz.Digraph(stem, plot.source)
     if args.output == STDIO:
         if args.summary:
             with contextlib.redirect_stdout(sys.stderr):

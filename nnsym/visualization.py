@@ -1,7 +1,10 @@
 """Network visualization: MXNet's ``mx.viz.plot_network`` and ``mx.viz.print_summary``.
 
-``plot_network`` returns a :class:`Digraph` holding Graphviz DOT source that nnsym writes itself
-(no dependency on the ``graphviz`` Python package). Its labels, colours, node attributes and
+``plot_network`` returns Graphviz DOT source that nnsym writes itself. Where the ``graphviz``
+Python package is installed (the ``nnsym[viz]`` extra) it comes as a ``graphviz.Digraph``, the
+type MXNet returns, with its whole API (``node``, ``edge``, ``attr``, ``view``, ``render``...);
+without it, as nnsym's :class:`Digraph`, the part of that API MXNet scripts call, with no
+dependency. The DOT source is the same text either way. Its labels, colours, node attributes and
 edge layout follow MXNet 1.9.1: one node per operator and per input variable, an edge from
 each consumer to its producer drawn backwards (``dir=back``) so that the data sits at the
 bottom, and, given input shapes, each edge labelled with the producer's shape without the batch
@@ -402,7 +405,7 @@ def plot_network(
     dtype: Mapping[str, Any] | None = None,
     node_attrs: Mapping[str, Any] | None = None,
     hide_weights: bool = True,
-) -> Digraph:
+) -> Any:
     """A Graphviz plot of the graph computing ``symbol`` (MXNet's ``mx.viz.plot_network``).
 
     ``shape``: input shapes by name; edges are then labelled with the shape flowing along
@@ -413,7 +416,8 @@ def plot_network(
     text. ``hide_weights``: leave out parameter and auxiliary-state inputs (variables named
     ``*_weight``, ``*_bias``, ``*_gamma``, ``*_beta``, ``*_moving_mean``... or read in such an
     operator slot); when False they are drawn as plain ovals. ``save_format``: the format
-    ``render`` uses by default. Returns a :class:`Digraph`.
+    ``render`` uses by default. Returns a ``graphviz.Digraph`` where the ``graphviz`` package
+    is installed (as MXNet does), else nnsym's :class:`Digraph`; the DOT source is the same.
     """
     if not isinstance(symbol, Symbol):
         raise TypeError("symbol must be a Symbol")
@@ -505,7 +509,35 @@ def plot_network(
             attrs = {"label": label, "arrowtail": "open", "dir": "back"}
             lines.append(f"\t{ids[nid]} -> {ids[src]} [{_attr_list(attrs)}]")
     lines.append("}")
-    return Digraph(str(title), "\n".join(lines) + "\n", fmt)
+    source = "\n".join(lines) + "\n"
+    gv = _graphviz()
+    if gv is not None:
+        d = _graphviz_digraph(gv, str(title), lines[1:-1], fmt, source)
+        if d is not None:
+            return d
+    return Digraph(str(title), source, fmt)
+
+
+def _graphviz() -> Any:
+    """The ``graphviz`` package (the ``nnsym[viz]`` extra), or None where it is not installed.
+    Imported on the first plot only (about 20 ms measured), never by ``import nnsym``."""
+    try:
+        import graphviz  # type: ignore[import-not-found, unused-ignore]  # noqa: PLC0415
+    except ImportError:
+        return None
+    return graphviz
+
+
+def _graphviz_digraph(gv: Any, title: str, body: Sequence[str], fmt: str, source: str) -> Any:
+    """A ``graphviz.Digraph`` whose ``source`` is exactly ``source``; None where this version
+    of the package lays the text out differently or refuses the format."""
+    try:
+        d = gv.Digraph(name=title, format=fmt)
+        d.body = [line + "\n" for line in body]
+        same = d.source == source
+    except (ValueError, TypeError, AttributeError):
+        return None
+    return d if same else None
 
 
 # ---------------------------------------------------------------------------------------------
