@@ -35,7 +35,7 @@ from nnsym import visualization as viz
 from nnsym.codegen import cache, compiler
 from nnsym.context import cpu
 from nnsym.devtools.cuda import codegen as cuda_codegen
-from nnsym.devtools.cuda.cli import add_codegen_arguments, run_codegen
+from nnsym.devtools.cuda.cli import add_codegen_arguments, directory_arg, run_codegen
 from nnsym.errors import GraphFormatError, NNSymError
 from nnsym.ir.graph import Entry, Graph
 from nnsym.ir.json import graph_to_json
@@ -613,15 +613,17 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 EPILOG = """\
 exit status:
-  0  success (also when a reader closes the output pipe early, as `| head` does)
-  1  failure: a bad or missing file, a model nnsym cannot infer or run, a failed check
-  2  usage: unknown command or option, a malformed argument
+  0    success (also when a reader closes the output pipe early, as `| head` does)
+  1    failure: a bad or missing file, a model nnsym cannot infer or run, a failed check
+  2    usage: unknown command or option, a malformed argument
+  130  interrupted (Ctrl-C)
   (nnsym launch exits with its launcher's status; cache check exits 1 where problems remain)
 
 '-' as a file name reads standard input (a model: symbol JSON; --input NAME=-: a .npy) or
-writes standard output (--json -, --save -, --out -, -o -); the human-readable lines then go to
-standard error. An error is one line 'nnsym: error: ...' on standard error; --debug (before
-or after the command) adds the traceback. nnsym prints no colour."""
+writes standard output (--json -, --save -, export-onnx --out -, plot -o -); the
+human-readable lines then go to standard error. Directory arguments (codegen and demo --out,
+cache --dir) refuse '-'. An error is one line 'nnsym: error: ...' on standard error; --debug
+(before or after the command) adds the traceback. nnsym prints no colour."""
 
 
 def package_version() -> str:
@@ -717,7 +719,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_codegen_arguments(pg)
     pg.set_defaults(func=run_codegen)
     pd = add("demo", help="build an MLP and a small conv net, infer, print, dump JSON")
-    pd.add_argument("--out", metavar="DIR", help="where to write the JSON (default: a temp dir)")
+    pd.add_argument("--out", metavar="DIR", type=directory_arg,
+                    help="where to write the JSON (default: a temp dir)")
     pd.set_defaults(func=cmd_demo)
     pc = add("cache", help="show, check (verify and prune) or clear the "
                         "compiled-kernel cache")
@@ -727,8 +730,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name in ("info", "check", "clear"):
         pc.add_argument(f"--{name}", dest="flag", action="store_const", const=name,
                         help=f"same as the {name} action")
-    pc.add_argument("--dir", metavar="DIR", help="the cache directory (default: "
-                    "$NNSYM_CACHE_DIR, else ~/.cache/nnsym)")
+    pc.add_argument("--dir", metavar="DIR", type=directory_arg,
+                    help="the cache directory (default: $NNSYM_CACHE_DIR, else ~/.cache/nnsym)")
     pc.set_defaults(func=cmd_cache)
     po = add("ops", help="list the registered operators with their aliases, storage "
                         "types and devices")

@@ -128,7 +128,7 @@ def test_module_help():
         [sys.executable, "-m", "nnsym", "--help"], capture_output=True, text=True, check=True
     )
     assert "infer" in r.stdout and "demo" in r.stdout
-    assert "exit status:" in r.stdout and "2  usage" in r.stdout and "--version" in r.stdout
+    assert "exit status:" in r.stdout and "2    usage" in r.stdout and "--version" in r.stdout
 
 
 def test_plot_writes_dot_source_without_graphviz(tmp_path, capsys, monkeypatch):
@@ -323,8 +323,8 @@ def test_usage_errors_exit_2_and_help_documents_the_exit_codes():
     r = _nnsym("infer", "--help")  # (the top-level --help: test_module_help)
     text = r.stdout.decode()
     assert r.returncode == 0
-    assert "exit status:" in text and "0  success" in text and "1  failure" in text
-    assert "2  usage" in text and "--debug" in text
+    assert "exit status:" in text and "0    success" in text and "1    failure" in text
+    assert "2    usage" in text and "--debug" in text
 
 
 def test_run_reads_its_input_from_stdin_and_saves_outputs_to_stdout(tmp_path):
@@ -369,3 +369,14 @@ def test_export_onnx_writes_stdout():
     model = onnx.load_from_string(r.stdout)
     assert [i.name for i in model.graph.input][:1] == ["data"]
     assert "standard output" in r.stderr.decode()
+
+
+@pytest.mark.parametrize("argv", [["codegen", "--target", "c", "--out", "-"],
+                                  ["demo", "--out", "-"], ["cache", "info", "--dir", "-"]])
+def test_directory_arguments_refuse_dash(argv, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert "'-' (standard input or output) cannot hold several files" in capsys.readouterr().err
+    assert not (tmp_path / "-").exists()
