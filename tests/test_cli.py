@@ -380,3 +380,34 @@ def test_directory_arguments_refuse_dash(argv, capsys, tmp_path, monkeypatch):
     assert info.value.code == 2
     assert "'-' (standard input or output) cannot hold several files" in capsys.readouterr().err
     assert not (tmp_path / "-").exists()
+
+
+def test_ops_markdown_piped_to_head_exits_0_quietly():
+    """The closed-pipe handling is the command line's, not infer's: `nnsym ops --markdown`
+    (a few hundred KB) into `head -1`."""
+    nn = subprocess.Popen([sys.executable, "-m", "nnsym", "ops", "--markdown"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+    head = subprocess.Popen(["head", "-1"], stdin=nn.stdout, stdout=subprocess.PIPE)
+    assert nn.stdout is not None and nn.stderr is not None
+    nn.stdout.close()
+    first, _ = head.communicate(timeout=300)
+    err = nn.stderr.read()
+    assert nn.wait(timeout=300) == 0 and err == b""
+    assert first == b"# Operators\n"
+
+
+def test_launch_reads_the_hosts_file_from_stdin(monkeypatch):
+    import io
+
+    from nnsym import cli
+
+    seen = {}
+
+    def fake_launch(n, command, hosts=None, timeout=None):
+        seen.update(n=n, command=command, hosts=Path(hosts).read_text())
+        return 0
+
+    monkeypatch.setattr(cli, "launch", fake_launch)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("node1:2\nnode2:2\n"))
+    assert main(["launch", "-n", "4", "--hosts", "-", "python", "train.py"]) == 0
+    assert seen == {"n": 4, "command": ["python", "train.py"], "hosts": "node1:2\nnode2:2\n"}

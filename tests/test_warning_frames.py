@@ -80,3 +80,13 @@ def test_optimizer_warning_through_the_updater_names_the_callers_line():
     w = _caught(lambda: update(0, nd.ones((2,), dtype="float16"), w16))
     assert w[0].filename == __file__ and "float16" in str(w[0].message)
     np.testing.assert_allclose(w16.asnumpy(), [0.9, 0.9], rtol=1e-3)
+
+
+def test_every_nnsym_warning_goes_through_errors_warn():
+    """A bare warnings.warn with a fixed stacklevel names the wrong line from some callers."""
+    from pathlib import Path
+
+    pkg = Path(errors.__file__).parent
+    bare = [f"{p.relative_to(pkg)}:{i}" for p in sorted(pkg.rglob("*.py")) if p.name != "errors.py"
+            for i, line in enumerate(p.read_text().splitlines(), 1) if "warnings.warn(" in line]
+    assert bare == []
