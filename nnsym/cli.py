@@ -1,14 +1,25 @@
 """The ``nnsym`` command: ``infer`` a model's shapes and dtypes, ``run`` a checkpoint forward,
-or run the built-in ``demo``."""
+or run the built-in ``demo``.
+
+Unix conventions: ``--version``; ``-`` is standard input or output wherever a file is read or
+written; a closed output pipe (``nnsym infer ... | head -1``) ends the command quietly with
+status 0; exit status 0 (ok), 1 (failure), 2 (usage); an error is one line
+``nnsym: error: ...`` on standard error, with the traceback only under ``--debug``. nnsym prints
+no colour (nothing to switch off with ``NO_COLOR``).
+"""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.metadata
+import io
 import logging
+import os
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,8 +35,8 @@ from nnsym import visualization as viz
 from nnsym.codegen import cache, compiler
 from nnsym.context import cpu
 from nnsym.devtools.cuda import codegen as cuda_codegen
-from nnsym.devtools.cuda.cli import add_codegen_arguments, run_codegen
-from nnsym.errors import NNSymError
+from nnsym.devtools.cuda.cli import add_codegen_arguments, directory_arg, run_codegen
+from nnsym.errors import GraphFormatError, NNSymError
 from nnsym.ir.graph import Entry, Graph
 from nnsym.ir.json import graph_to_json
 from nnsym.ir.opdef import all_names, mxnet_operator_names
@@ -35,7 +46,7 @@ from nnsym.onnx import OPSET as ONNX_OPSET
 from nnsym.onnx import export_checkpoint
 from nnsym.ops import REGISTRY
 from nnsym.runtime.imperative import run_op
-from nnsym.symbol.json_io import infer_for_dump, load
+from nnsym.symbol.json_io import infer_for_dump, load, load_json
 from nnsym.symbol.symbol import Symbol, entry_name
 from nnsym.types import SType, shape_str
 
@@ -118,16 +129,54 @@ def _symbol_file(model: str) -> Path:
     return path
 
 
+STDIO = "-"  # as a file name: standard input (read) or standard output (write)
+
+
+def _load_symbol(model: str) -> Symbol:
+    """A symbol from MODEL-symbol.json, a checkpoint prefix, or standard input (``-``)."""
+    if model == STDIO:
+        try:
+            text = sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise GraphFormatError(f"<stdin>: not UTF-8 text: {e}") from None
+        try:
+            return load_json(text)
+        except GraphFormatError as e:
+            raise GraphFormatError(f"<stdin>: {e}") from None
+    return load(_symbol_file(model))
+
+
+def _write_stdout(data: str | bytes) -> None:
+    """Write ``data`` to standard output (text, or bytes to the binary buffer)."""
+    if isinstance(data, str):
+        sys.stdout.write(data)
+    else:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+    sys.stdout.flush()
+
+
+def _note_stream(*targets: str | None) -> Any:
+    """Where human-readable lines go: standard error when a data output is standard output."""
+    return sys.stderr if STDIO in targets else sys.stdout
+
+
 def cmd_infer(args: argparse.Namespace) -> int:
-    s = load(_symbol_file(args.model))
+    s = _load_symbol(args.model)
     g = infer_graph(s, dict(args.shape), dict(args.dtype))
-    print(format_table(g))
+    out = _note_stream(args.json)
+    # NOTE: the file is written before anything is printed, so a reader that closes the pipe
+    # early (| head) cannot stop it being written
+    if args.json and args.json != STDIO:
+        fileio.write_text(args.json, graph_to_json(g, inferred=True))
+    print(format_table(g), file=out)
     note = _unknown_summary(s, g)
     if note:
-        print("\n" + note)
-    if args.json:
-        fileio.write_text(args.json, graph_to_json(g, inferred=True))
-        print(f"\ninferred graph written to {args.json}")
+        print("\n" + note, file=out)
+    if args.json == STDIO:
+        _write_stdout(graph_to_json(g, inferred=True) + "\n")
+    elif args.json:
+        print(f"\ninferred graph written to {args.json}", file=out)
     return 0
 
 
@@ -143,8 +192,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     s, arg_params, aux_params = load_checkpoint(args.prefix, args.epoch)
     shapes = dict(args.shape)
     inputs = {}
+    out = _note_stream(args.save)
+    if sum(path == STDIO for _, path in args.input) > 1:
+        raise NNSymError("only one --input can read standard input ('-')")
     for name, path in args.input:
-        a = np.load(path, allow_pickle=False)
+        # np.load seeks, which a pipe cannot: standard input is read whole first
+        a = np.load(io.BytesIO(sys.stdin.buffer.read()) if path == STDIO else path,
+                    allow_pickle=False)
         inputs[name] = a
         shapes.setdefault(name, tuple(a.shape))
     params = set(arg_params) | set(aux_params)
@@ -158,7 +212,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                               ("auxiliary state", aux_params, exe.aux_dict)):
         for k, v in given.items():
             if k not in dest:
-                print(f"note: the checkpoint's {what} {k!r} is not used by the symbol")
+                print(f"note: the checkpoint's {what} {k!r} is not used by the symbol",
+                      file=out)
                 continue
             if tuple(v.shape) != tuple(dest[k].shape):
                 raise NNSymError(f"checkpoint {what} {k!r} has shape {tuple(v.shape)}, the "
@@ -171,13 +226,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         elif not n.endswith("_label"):
             exe.arg_dict[n][:] = rng.standard_normal(exe.arg_dict[n].shape)
             print(f"note: {n} {shape_str(exe.arg_dict[n].shape)} filled with standard normal "
-                  "values (seed 0); give --input to use yours")
+                  "values (seed 0); give --input to use yours", file=out)
     outs = exe.forward()
     times = []
     for _ in range(max(1, args.repeat)):
         t0 = time.perf_counter()
         exe.forward()
         times.append(time.perf_counter() - t0)
+    if args.save == STDIO:
+        _write_stdout(nd.save_tobuffer(dict(zip(s.list_outputs(), outs))))
+    elif args.save:  # written before the summary is printed (see cmd_infer)
+        nd.save(args.save, dict(zip(s.list_outputs(), outs)))
     for name, o in zip(s.list_outputs(), outs):
         v = o.asnumpy()
         line = (f"{name}: {shape_str(v.shape)} {v.dtype.name}  min {v.min(initial=np.inf):.6g}  "
@@ -185,42 +244,59 @@ def cmd_run(args: argparse.Namespace) -> int:
         if v.ndim == 2 and v.shape[1] > 1:
             top = np.argsort(-v[0])[:5]
             line += "  top-5 of row 0: " + ", ".join(f"{i} ({v[0, i]:.4g})" for i in top)
-        print(line)
-    if args.save:
-        nd.save(args.save, dict(zip(s.list_outputs(), outs)))
-        print(f"outputs written to {args.save}")
+        print(line, file=out)
+    if args.save and args.save != STDIO:
+        print(f"outputs written to {args.save}", file=out)
     print(f"forward: {np.median(times) * 1e3:.3f} ms per run (median of {len(times)}), "
-          f"planned memory {exe.plan.total_bytes:,} bytes")
+          f"planned memory {exe.plan.total_bytes:,} bytes", file=out)
     return 0
 
 
 def cmd_export_onnx(args: argparse.Namespace) -> int:
     """Export a checkpoint to ONNX (``nnsym.onnx.export_checkpoint``)."""
-    path = export_checkpoint(args.prefix, args.epoch, dict(args.shape), args.out,
-                             dict(args.dtype))
-    print(f"wrote {path} (ONNX opset {ONNX_OPSET})")
+    if args.out != STDIO:
+        path = export_checkpoint(args.prefix, args.epoch, dict(args.shape), args.out,
+                                 dict(args.dtype))
+        print(f"wrote {path} (ONNX opset {ONNX_OPSET})")
+        return 0
+    with tempfile.TemporaryDirectory(prefix="nnsym-onnx-") as tmp:
+        path = export_checkpoint(args.prefix, args.epoch, dict(args.shape),
+                                 Path(tmp) / "model.onnx", dict(args.dtype))
+        _write_stdout(Path(path).read_bytes())
+    print(f"wrote the model to standard output (ONNX opset {ONNX_OPSET})", file=sys.stderr)
     return 0
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
     """Draw a symbol (shapes on the edges when given) as SVG/PNG/PDF through Graphviz's
     ``dot``; without it, write the DOT source and say how to render it."""
-    path = _symbol_file(args.model)
-    s = load(path)
+    s = _load_symbol(args.model)
     shapes, dtypes = dict(args.shape) or None, dict(args.dtype) or None
-    stem = path.name.removesuffix(".json").removesuffix("-symbol")
-    out = Path(args.output or f"{stem}.svg")
-    d = viz.plot_network(s, title=stem, shape=shapes, dtype=dtypes,
-                         hide_weights=not args.show_weights)
+    stem = ("stdin" if args.model == STDIO else
+            _symbol_file(args.model).name.removesuffix(".json").removesuffix("-symbol"))
+    plot = viz.plot_network(s, title=stem, shape=shapes, dtype=dtypes,
+                            hide_weights=not args.show_weights)
+    # nnsym's own Digraph renders (and says how to, without dot) the same DOT source, whether
+    # plot_network returned it or a graphviz.Digraph
+    d = plot if isinstance(plot, viz.Digraph) else viz.Digraph(stem, plot.source)
+    if args.output == STDIO:
+        if args.summary:
+            with contextlib.redirect_stdout(sys.stderr):
+                viz.print_summary(s, shape=shapes)
+        fmt = args.format or "svg"
+        # without dot, the DOT source is the picture's stand-in (as with a file)
+        _write_stdout(d.source if viz.dot_program() is None else d.pipe(fmt))
+        return 0
+    out = Path(args.output or f"{stem}.{args.format or 'svg'}")
     if args.summary:
         viz.print_summary(s, shape=shapes)
     if viz.dot_program() is None:
         src = d.save(out.with_suffix(".dot"))
-        fmt = out.suffix.lstrip(".") or "svg"
+        fmt = args.format or out.suffix.lstrip(".") or "svg"
         print(f"Graphviz `dot` not found; wrote {src}\nrender it with: "
               f"{viz.render_command(src, out, fmt)}")
         return 0
-    print(f"wrote {d.render(out)}")
+    print(f"wrote {d.render(out, format=args.format)}")
     return 0
 
 
@@ -525,17 +601,61 @@ def cmd_launch(args: argparse.Namespace) -> int:
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
-    return launch(args.n, command, hosts=args.hosts, timeout=args.timeout)
+    if args.hosts != STDIO:
+        return launch(args.n, command, hosts=args.hosts, timeout=args.timeout)
+    with tempfile.TemporaryDirectory(prefix="nnsym-hosts-") as tmp:
+        hosts = Path(tmp) / "hosts"
+        fileio.write_text(hosts, sys.stdin.read())
+        return launch(args.n, command, hosts=str(hosts), timeout=args.timeout)
+
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+EPILOG = """\
+exit status:
+  0    success (also when a reader closes the output pipe early, as `| head` does)
+  1    failure: a bad or missing file, a model nnsym cannot infer or run, a failed check
+  2    usage: unknown command or option, a malformed argument
+  130  interrupted (Ctrl-C)
+  (nnsym launch exits with its launcher's status; cache check exits 1 where problems remain)
+
+'-' as a file name reads standard input (a model: symbol JSON; --input NAME=-: a .npy) or
+writes standard output (--json -, --save -, export-onnx --out -, plot -o -); the
+human-readable lines then go to standard error. Directory arguments (codegen and demo --out,
+cache --dir) refuse '-'. An error is one line 'nnsym: error: ...' on standard error; --debug
+(before or after the command) adds the traceback. nnsym prints no colour."""
+
+
+def package_version() -> str:
+    """The installed distribution's version, else ``nnsym.__version__``."""
+    try:
+        return importlib.metadata.version("nnsym")
+    except importlib.metadata.PackageNotFoundError:
+        import nnsym  # noqa: PLC0415, RUF100 -- only where no distribution metadata exists
+
+        return str(getattr(nnsym, "__version__", "unknown"))
 
 
 def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show the traceback of an error")
     p = argparse.ArgumentParser(
         prog="nnsym",
         description="nnsym: a symbolic graph compiler with MXNet 1.x's symbolic API.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("--version", action="version", version=f"nnsym {package_version()}")
+    p.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = p.add_subparsers(dest="command", required=True)
-    pi = sub.add_parser("infer", help="infer shapes and dtypes of an MXNet symbol JSON file")
-    pi.add_argument("model", help="MODEL-symbol.json, or a checkpoint prefix")
+
+    def add(name: str, **kw: Any) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[common], epilog=EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter, **kw)
+
+    pi = add("infer", help="infer shapes and dtypes of an MXNet symbol JSON file")
+    pi.add_argument("model", help="MODEL-symbol.json, a checkpoint prefix, or - (stdin)")
     pi.add_argument(
         "--shape",
         action="append",
@@ -552,20 +672,23 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=DTYPE",
         help="input dtype (repeatable), e.g. data=float16",
     )
-    pi.add_argument("--json", metavar="OUT", help="write the inferred graph JSON here")
+    pi.add_argument("--json", metavar="OUT", help="write the inferred graph JSON here (- for "
+                    "stdout; the table then goes to stderr)")
     pi.set_defaults(func=cmd_infer)
-    pr = sub.add_parser("run", help="bind a checkpoint (PREFIX-symbol.json, "
+    pr = add("run", help="bind a checkpoint (PREFIX-symbol.json, "
                         "PREFIX-EPOCH.params), run forward, summarise outputs, time a run")
     pr.add_argument("prefix", help="checkpoint prefix")
     pr.add_argument("epoch", type=int, help="checkpoint epoch")
     pr.add_argument("--shape", action="append", type=_parse_shape, default=[],
                     metavar="NAME=D1,D2,...", help="input shape (repeatable)")
     pr.add_argument("--input", action="append", type=_parse_input, default=[],
-                    metavar="NAME=FILE.npy", help="input values (repeatable)")
+                    metavar="NAME=FILE.npy", help="input values (repeatable; FILE - reads "
+                    "stdin)")
     pr.add_argument("--repeat", type=int, default=10, help="timed runs (default 10)")
-    pr.add_argument("--save", metavar="OUT.params", help="write the outputs (nd.save format)")
+    pr.add_argument("--save", metavar="OUT.params", help="write the outputs (nd.save format; "
+                    "- for stdout)")
     pr.set_defaults(func=cmd_run)
-    px = sub.add_parser("export-onnx", help="write a checkpoint (PREFIX-symbol.json, "
+    px = add("export-onnx", help="write a checkpoint (PREFIX-symbol.json, "
                         "PREFIX-EPOCH.params) as an ONNX model (needs nnsym[onnx])")
     px.add_argument("prefix", help="checkpoint prefix")
     px.add_argument("epoch", type=int, help="checkpoint epoch")
@@ -573,28 +696,33 @@ def build_parser() -> argparse.ArgumentParser:
                     metavar="NAME=D1,D2,...", help="data input shape (repeatable, required)")
     px.add_argument("--dtype", action="append", type=_parse_dtype, default=[],
                     metavar="NAME=DTYPE", help="data input dtype (default float32)")
-    px.add_argument("--out", required=True, metavar="FILE.onnx", help="the ONNX file to write")
+    px.add_argument("--out", required=True, metavar="FILE.onnx", help="the ONNX file to write "
+                    "(- for stdout)")
     px.set_defaults(func=cmd_export_onnx)
-    pp = sub.add_parser("plot", help="draw a symbol JSON (or checkpoint prefix) with shapes "
+    pp = add("plot", help="draw a symbol JSON (or checkpoint prefix) with shapes "
                         "on the edges (Graphviz dot; DOT source where dot is missing)")
-    pp.add_argument("model", help="MODEL-symbol.json, or a checkpoint prefix")
+    pp.add_argument("model", help="MODEL-symbol.json, a checkpoint prefix, or - (stdin)")
     pp.add_argument("--shape", action="append", type=_parse_shape, default=[],
                     metavar="NAME=D1,D2,...", help="input shape (repeatable)")
     pp.add_argument("--dtype", action="append", type=_parse_dtype, default=[],
                     metavar="NAME=DTYPE", help="input dtype (repeatable)")
     pp.add_argument("-o", "--output", metavar="OUT.svg", help="picture to write (.svg, .png, "
-                    ".pdf; default MODEL.svg)")
+                    ".pdf; default MODEL.svg; - for stdout: the picture, or the DOT source "
+                    "without Graphviz)")
+    pp.add_argument("--format", choices=sorted(viz.KNOWN_FORMATS - {"dot", "gv"}),
+                    help="picture format (default: from -o's suffix, else svg)")
     pp.add_argument("--show-weights", action="store_true", help="draw parameter nodes too")
     pp.add_argument("--summary", action="store_true", help="also print the layer table")
     pp.set_defaults(func=cmd_plot)
-    pg = sub.add_parser("codegen", help="write the generated kernel sources (C or CUDA), one "
+    pg = add("codegen", help="write the generated kernel sources (C or CUDA), one "
                         "kernel per file (every kernel variant, dense and sparse)")
     add_codegen_arguments(pg)
     pg.set_defaults(func=run_codegen)
-    pd = sub.add_parser("demo", help="build an MLP and a small conv net, infer, print, dump JSON")
-    pd.add_argument("--out", metavar="DIR", help="where to write the JSON (default: a temp dir)")
+    pd = add("demo", help="build an MLP and a small conv net, infer, print, dump JSON")
+    pd.add_argument("--out", metavar="DIR", type=directory_arg,
+                    help="where to write the JSON (default: a temp dir)")
     pd.set_defaults(func=cmd_demo)
-    pc = sub.add_parser("cache", help="show, check (verify and prune) or clear the "
+    pc = add("cache", help="show, check (verify and prune) or clear the "
                         "compiled-kernel cache")
     pc.add_argument("action", nargs="?", choices=["info", "check", "clear"],
                     help="info (default), check: remove broken entries, stale build "
@@ -602,20 +730,21 @@ def build_parser() -> argparse.ArgumentParser:
     for name in ("info", "check", "clear"):
         pc.add_argument(f"--{name}", dest="flag", action="store_const", const=name,
                         help=f"same as the {name} action")
-    pc.add_argument("--dir", metavar="DIR", help="the cache directory (default: "
-                    "$NNSYM_CACHE_DIR, else ~/.cache/nnsym)")
+    pc.add_argument("--dir", metavar="DIR", type=directory_arg,
+                    help="the cache directory (default: $NNSYM_CACHE_DIR, else ~/.cache/nnsym)")
     pc.set_defaults(func=cmd_cache)
-    po = sub.add_parser("ops", help="list the registered operators with their aliases, storage "
+    po = add("ops", help="list the registered operators with their aliases, storage "
                         "types and devices")
     po.add_argument("--missing", action="store_true",
                     help="list instead MXNet 1.9.1's operators that nnsym does not implement")
     po.add_argument("--markdown", action="store_true",
                     help="print docs/operators.md (every operator with its parameters)")
     po.set_defaults(func=cmd_ops)
-    pl = sub.add_parser("launch", help="run a training script on N MPI ranks (mpiexec) for "
+    pl = add("launch", help="run a training script on N MPI ranks (mpiexec) for "
                         "the 'dist_sync' kvstore; exits with the launcher's status")
     pl.add_argument("-n", type=int, required=True, metavar="N", help="number of ranks")
-    pl.add_argument("--hosts", metavar="FILE", help="hosts file (mpiexec's -f / --hostfile)")
+    pl.add_argument("--hosts", metavar="FILE", help="hosts file (mpiexec's -f / --hostfile; "
+                    "- reads it from stdin)")
     pl.add_argument("--timeout", type=float, metavar="S", help="seconds a rank waits for the "
                     "others before failing (sets NNSYM_KVSTORE_TIMEOUT; default 120)")
     pl.add_argument("command", nargs=argparse.REMAINDER, help="the command, e.g. python "
@@ -624,13 +753,45 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def _one_line(text: str) -> str:
+    return "; ".join(ln.strip() for ln in text.splitlines() if ln.strip())
+
+
+def _quiet_stdout() -> None:
+    """Point standard output at /dev/null after its reader went away, so the interpreter's
+    final flush does not fail again (the Python docs' recipe for SIGPIPE)."""
     try:
-        return int(args.func(args))
-    except (NNSymError, OSError) as e:
-        print(f"nnsym: error: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass  # no real file descriptor (captured output): nothing will be flushed to a pipe
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (0 ok, 1 failure, 2 usage)."""
+    args = build_parser().parse_args(argv)  # usage errors: argparse prints them and exits 2
+    debug = bool(getattr(args, "debug", False))
+    try:
+        code = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_OK
+    except KeyboardInterrupt:
+        print("nnsym: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        if debug:
+            traceback.print_exc()
+        if isinstance(e, (NNSymError, OSError)):
+            msg = f"{type(e).__name__}: {_one_line(str(e))}"
+        else:  # a bug in nnsym: say so, and how to see where
+            msg = (f"internal error {type(e).__name__}: {_one_line(str(e))}"
+                   + ("" if debug else " (run with --debug for the traceback)"))
+        print(f"nnsym: error: {msg}", file=sys.stderr)
+        return EXIT_FAILURE
+    return code
 
 
 if __name__ == "__main__":

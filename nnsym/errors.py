@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
 from collections.abc import Iterable
+from pathlib import Path
+from types import FrameType
 from typing import Any
+
+# the nnsym package directory, as imported and resolved (a warning's frame is the first outside it)
+PACKAGE_PREFIXES: tuple[str, ...] = tuple(dict.fromkeys(
+    str(p) + os.sep for p in (Path(__file__).parent, Path(__file__).resolve().parent)))
 
 
 class NNSymError(Exception):
@@ -94,3 +103,33 @@ class RandomArgumentError(NNSymError, ValueError):
 class ThreadCountError(NNSymError, ValueError):
     """A thread count (``NNSYM_NUM_THREADS``, ``set_num_threads``) that is not a positive
     integer."""
+
+
+def warn(message: str | Warning, category: type[Warning] = UserWarning) -> None:
+    """``warnings.warn`` attributed to the user's call: the first frame outside the nnsym
+    package (``skip_file_prefixes`` on Python 3.12+, a counted ``stacklevel`` before)."""
+    if sys.version_info >= (3, 12):
+        warnings.warn(message, category, stacklevel=2, skip_file_prefixes=PACKAGE_PREFIXES)
+        return
+    warnings.warn(message, category, stacklevel=_user_stacklevel())
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that ``warn``'s call to ``warnings.warn`` needs to name the first
+    frame outside nnsym; frames of the import machinery are skipped without being counted, as
+    ``warnings`` skips them. Where every frame is nnsym's, the outermost one."""
+    frame: FrameType | None = sys._getframe(2)  # warn's caller: stacklevel 2
+    level = 2
+    while frame is not None and frame.f_code.co_filename.startswith(PACKAGE_PREFIXES):
+        outer = frame.f_back
+        while outer is not None and _import_machinery(outer):
+            outer = outer.f_back
+        if outer is None:
+            break
+        frame, level = outer, level + 1
+    return level
+
+
+def _import_machinery(frame: FrameType) -> bool:
+    name = frame.f_code.co_filename
+    return "importlib" in name and "_bootstrap" in name

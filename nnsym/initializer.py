@@ -13,7 +13,6 @@ import json
 import logging
 import numbers
 import re
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from math import sqrt
 from typing import Any, TypeVar
@@ -21,7 +20,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from nnsym import random as _random
-from nnsym.errors import NNSymError, ShapeError
+from nnsym.errors import NNSymError, ShapeError, warn
 from nnsym.ndarray.io import load as _nd_load
 from nnsym.ndarray.ndarray import NDArray
 
@@ -216,11 +215,10 @@ class Initializer:
 
     def _legacy_init(self, name: Any, arr: Any) -> None:
         """MXNet's older ``init(name, arr)`` form, with its own (longer) list of name rules."""
-        warnings.warn(
+        warn(
             "Calling initializer with init(str, NDArray) has been deprecated; "
             "use init(mx.init.InitDesc(...), NDArray) instead.",
             DeprecationWarning,
-            stacklevel=3,
         )
         if not isinstance(name, str):
             raise InitializerTypeError(f"name must be a string, not {type(name).__name__}")
@@ -308,11 +306,10 @@ def _register_as(klass: _I, name: str) -> _I:
     name = name.lower()
     old = _REGISTRY.get(name)
     if old is not None and old is not klass:
-        warnings.warn(
+        warn(
             f"New initializer {klass.__module__}.{klass.__name__} registered with name {name} "
             f"is overriding existing initializer {old.__module__}.{old.__name__}",
             UserWarning,
-            stacklevel=3,
         )
     _REGISTRY[name] = klass
     return klass

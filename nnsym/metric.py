@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy
 
-from nnsym.errors import NNSymError, ShapeError
+from nnsym.errors import NNSymError, ShapeError, warn
 from nnsym.ndarray.ndarray import NDArray
 
 __all__ = [
@@ -232,11 +231,10 @@ def register(klass: _M, name: str | None = None) -> _M:
     key = (klass.__name__ if name is None else name).lower()
     old = _REGISTRY.get(key)
     if old is not None and old is not klass:
-        warnings.warn(
+        warn(
             f"new metric {klass.__module__}.{klass.__name__} registered with name {key} "
             f"overrides existing metric {old.__module__}.{old.__name__}",
             UserWarning,
-            stacklevel=2,
         )
     _REGISTRY[key] = klass
     return klass

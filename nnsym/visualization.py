@@ -1,7 +1,10 @@
 """Network visualization: MXNet's ``mx.viz.plot_network`` and ``mx.viz.print_summary``.
 
-``plot_network`` returns a :class:`Digraph` holding Graphviz DOT source that nnsym writes itself
-(no dependency on the ``graphviz`` Python package). Its labels, colours, node attributes and
+``plot_network`` returns Graphviz DOT source that nnsym writes itself. Where the ``graphviz``
+Python package is installed (the ``nnsym[viz]`` extra) it comes as a ``graphviz.Digraph``, the
+type MXNet returns, with its whole API (``node``, ``edge``, ``attr``, ``view``, ``render``...);
+without it, as nnsym's :class:`Digraph`, the part of that API MXNet scripts call, with no
+dependency. The DOT source is the same text either way. Its labels, colours, node attributes and
 edge layout follow MXNet 1.9.1: one node per operator and per input variable, an edge from
 each consumer to its producer drawn backwards (``dir=back``) so that the data sits at the
 bottom, and, given input shapes, each edge labelled with the producer's shape without the batch
@@ -34,7 +37,6 @@ import shlex
 import shutil
 import subprocess
 import unicodedata
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from nnsym import fileio
-from nnsym.errors import NNSymError, ShapeError
+from nnsym.errors import NNSymError, ShapeError, warn
 from nnsym.ir.graph import Graph, IndexedGraph
 from nnsym.passes.infer import infer_shape, infer_type
 from nnsym.symbol.symbol import Symbol, _user_shape
@@ -248,13 +250,12 @@ class Digraph:
         self.save(src)
         dot = dot_program()
         if dot is None:
-            warnings.warn(
+            warn(
                 DotNotFoundWarning(
                     f"Graphviz's `dot` program is not on PATH, so the plot was not rendered; "
                     f"the DOT source is in {src}. Install Graphviz (https://graphviz.org, e.g. "
                     f"`apt install graphviz`) and run:\n    {render_command(src, out, fmt)}"
                 ),
-                stacklevel=2,
             )
             return src
         # dot writes to a pipe and the picture replaces `out` whole: a failed render keeps the
@@ -404,7 +405,7 @@ def plot_network(
     dtype: Mapping[str, Any] | None = None,
     node_attrs: Mapping[str, Any] | None = None,
     hide_weights: bool = True,
-) -> Digraph:
+) -> Any:
     """A Graphviz plot of the graph computing ``symbol`` (MXNet's ``mx.viz.plot_network``).
 
     ``shape``: input shapes by name; edges are then labelled with the shape flowing along
@@ -415,7 +416,8 @@ def plot_network(
     text. ``hide_weights``: leave out parameter and auxiliary-state inputs (variables named
     ``*_weight``, ``*_bias``, ``*_gamma``, ``*_beta``, ``*_moving_mean``... or read in such an
     operator slot); when False they are drawn as plain ovals. ``save_format``: the format
-    ``render`` uses by default. Returns a :class:`Digraph`.
+    ``render`` uses by default. Returns a ``graphviz.Digraph`` where the ``graphviz`` package
+    is installed (as MXNet does), else nnsym's :class:`Digraph`; the DOT source is the same.
     """
     if not isinstance(symbol, Symbol):
         raise TypeError("symbol must be a Symbol")
@@ -429,11 +431,10 @@ def plot_network(
     if len(set(names)) != len(names):
         seen: set[str] = set()
         repeated = sorted({n for n in names if n in seen or seen.add(n)})  # type: ignore[func-returns-value]
-        warnings.warn(
+        warn(
             "There are multiple nodes with the same name in your graph; they are drawn as "
             "separate nodes (ids suffixed '#1', '#2'...). Repeated names: " + ",".join(repeated),
             RuntimeWarning,
-            stacklevel=2,
         )
     ids = _unique_ids(names)
 
@@ -508,7 +509,35 @@ def plot_network(
             attrs = {"label": label, "arrowtail": "open", "dir": "back"}
             lines.append(f"\t{ids[nid]} -> {ids[src]} [{_attr_list(attrs)}]")
     lines.append("}")
-    return Digraph(str(title), "\n".join(lines) + "\n", fmt)
+    source = "\n".join(lines) + "\n"
+    gv = _graphviz()
+    if gv is not None:
+        d = _graphviz_digraph(gv, str(title), lines[1:-1], fmt, source)
+        if d is not None:
+            return d
+    return Digraph(str(title), source, fmt)
+
+
+def _graphviz() -> Any:
+    """The ``graphviz`` package (the ``nnsym[viz]`` extra), or None where it is not installed.
+    Imported on the first plot only (about 20 ms measured), never by ``import nnsym``."""
+    try:
+        import graphviz  # type: ignore[import-not-found, unused-ignore]  # noqa: PLC0415
+    except ImportError:
+        return None
+    return graphviz
+
+
+def _graphviz_digraph(gv: Any, title: str, body: Sequence[str], fmt: str, source: str) -> Any:
+    """A ``graphviz.Digraph`` whose ``source`` is exactly ``source``; None where this version
+    of the package lays the text out differently or refuses the format."""
+    try:
+        d = gv.Digraph(name=title, format=fmt)
+        d.body = [line + "\n" for line in body]
+        same = d.source == source
+    except (ValueError, TypeError, AttributeError):
+        return None
+    return d if same else None
 
 
 # ---------------------------------------------------------------------------------------------

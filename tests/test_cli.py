@@ -128,6 +128,7 @@ def test_module_help():
         [sys.executable, "-m", "nnsym", "--help"], capture_output=True, text=True, check=True
     )
     assert "infer" in r.stdout and "demo" in r.stdout
+    assert "exit status:" in r.stdout and "2    usage" in r.stdout and "--version" in r.stdout
 
 
 def test_plot_writes_dot_source_without_graphviz(tmp_path, capsys, monkeypatch):
@@ -226,3 +227,187 @@ def test_operators_doc_is_current():
     doc = Path(__file__).resolve().parents[1] / "docs" / "operators.md"
     assert doc.read_text() == ops_markdown() + "\n", \
         "docs/operators.md is stale: run `nnsym ops --markdown > docs/operators.md`"
+
+
+# --- Unix conventions, through the real command (python -m nnsym) in a subprocess -----------
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    import os
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH")
+                                     else "")
+    env.update(extra)
+    return env
+
+
+def _nnsym(*args: str, stdin: bytes | None = None, cwd: Path | None = None):
+    return subprocess.run([sys.executable, "-m", "nnsym", *args], input=stdin,
+                          capture_output=True, env=_env(), cwd=cwd, timeout=300, check=False)
+
+
+def test_version_prints_the_package_version():
+    import importlib.metadata
+
+    import nnsym
+
+    r = _nnsym("--version")
+    assert r.returncode == 0 and r.stderr == b""
+    try:
+        want = importlib.metadata.version("nnsym")
+    except importlib.metadata.PackageNotFoundError:
+        want = nnsym.__version__
+    assert r.stdout.decode().strip() == f"nnsym {want}"
+
+
+def test_infer_piped_to_head_exits_0_quietly_and_still_writes_its_json(tmp_path):
+    """`nnsym infer ... | head -1` through a real pipe: the table (~150 KB, more than a pipe
+    holds) meets a closed pipe; nnsym exits 0, prints nothing on stderr, and the --json file is
+    written whole."""
+    x = sym.var("data")
+    for i in range(3000):
+        x = sym.relu(x, name=f"relu{i}")
+    model = tmp_path / "chain-symbol.json"
+    model.write_text(x.tojson())
+    out = tmp_path / "inferred.json"
+    nn = subprocess.Popen([sys.executable, "-m", "nnsym", "infer", str(model), "--shape",
+                           "data=2,3", "--json", str(out)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, env=_env())
+    head = subprocess.Popen(["head", "-1"], stdin=nn.stdout, stdout=subprocess.PIPE)
+    assert nn.stdout is not None and nn.stderr is not None
+    nn.stdout.close()  # head holds the only read end now
+    first, _ = head.communicate(timeout=300)
+    err = nn.stderr.read()
+    assert nn.wait(timeout=300) == 0, err
+    assert err == b""
+    assert first.decode().split() == ["node", "op", "output", "shape", "dtype"]
+    doc = json.loads(out.read_text())
+    assert len(doc["nodes"]) == 3001
+    assert doc["nodes"][-1]["attrs"]["__inferred_shape__"] == "[(2, 3)]"
+
+
+def test_dash_reads_the_model_from_stdin_and_writes_json_to_stdout(tmp_path):
+    text = (GOLDEN / "mlp-symbol.json").read_bytes()
+    r = _nnsym("infer", "-", "--shape", "data=4,7", "--json", "-", stdin=text, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)  # only the JSON is on stdout
+    by_name = {n["name"]: n for n in doc["nodes"]}
+    assert by_name["fc1_weight"]["attrs"]["__inferred_shape__"] == "[(128, 7)]"
+    assert by_name["softmax"]["attrs"]["__inferred_shape__"] == "[(4, 10)]"
+    assert "fc1_weight" in r.stderr.decode()  # the table went to stderr
+    assert not (tmp_path / "-").exists()
+
+
+def test_errors_are_one_line_exit_1_and_traceback_only_with_debug(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"nodes": []}')
+    for args, what in ((["infer", str(tmp_path / "missing.json")], "FileNotFoundError"),
+                       (["infer", "-"], "GraphFormatError: <stdin>")):
+        r = _nnsym(*args, stdin=b"not json")
+        lines = r.stderr.decode().splitlines()
+        assert r.returncode == 1 and len(lines) == 1, r.stderr
+        assert lines[0].startswith(f"nnsym: error: {what}") and r.stdout == b""
+    r = _nnsym("infer", str(bad), "--debug")
+    err = r.stderr.decode()
+    assert r.returncode == 1 and "Traceback (most recent call last)" in err
+    assert err.splitlines()[-1].startswith("nnsym: error: GraphFormatError")
+
+
+def test_usage_errors_exit_2_and_help_documents_the_exit_codes():
+    r = _nnsym("infer", "x.json", "--shape", "data")
+    assert r.returncode == 2
+    assert r.stderr.decode().splitlines()[-1].startswith("nnsym infer: error: ")
+    r = _nnsym("infer", "--help")  # (the top-level --help: test_module_help)
+    text = r.stdout.decode()
+    assert r.returncode == 0
+    assert "exit status:" in text and "0    success" in text and "1    failure" in text
+    assert "2    usage" in text and "--debug" in text
+
+
+def test_run_reads_its_input_from_stdin_and_saves_outputs_to_stdout(tmp_path):
+    import io
+
+    import numpy as np
+
+    from nnsym import nd
+
+    prefix = Path(__file__).parent / "golden" / "modelzoo" / "resnet18_v1_w0125"
+    expected = nd.load(f"{prefix}-expected.params")
+    buf = io.BytesIO()
+    np.save(buf, expected["data"].asnumpy())
+    r = _nnsym("run", str(prefix), "0", "--input", "data=-", "--repeat", "1", "--save", "-",
+               stdin=buf.getvalue())
+    assert r.returncode == 0, r.stderr
+    assert "resnetv10_dense0_fwd_output: (2, 10)" in r.stderr.decode()
+    got = nd.load_frombuffer(r.stdout)
+    assert isinstance(got, dict)
+    np.testing.assert_allclose(got["resnetv10_dense0_fwd_output"].asnumpy(),
+                               expected["out_infer"].asnumpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_plot_reads_stdin_and_writes_stdout():
+    from nnsym import visualization as viz
+
+    text = (GOLDEN / "mlp-symbol.json").read_bytes()
+    r = _nnsym("plot", "-", "--shape", "data=4,7", "-o", "-", "--format", "svg", stdin=text)
+    assert r.returncode == 0, r.stderr
+    want = viz.plot_network(sym.load_json(text), title="stdin", shape={"data": (4, 7)})
+    if viz.dot_program() is None:
+        assert r.stdout.decode() == want.source
+    else:
+        assert r.stdout == want.pipe("svg")
+
+
+def test_export_onnx_writes_stdout():
+    onnx = pytest.importorskip("onnx")
+    prefix = Path(__file__).parent / "golden" / "modelzoo" / "resnet18_v1_w0125"
+    r = _nnsym("export-onnx", str(prefix), "0", "--shape", "data=1,3,64,64", "--out", "-")
+    assert r.returncode == 0, r.stderr
+    model = onnx.load_from_string(r.stdout)
+    assert [i.name for i in model.graph.input][:1] == ["data"]
+    assert "standard output" in r.stderr.decode()
+
+
+@pytest.mark.parametrize("argv", [["codegen", "--target", "c", "--out", "-"],
+                                  ["demo", "--out", "-"], ["cache", "info", "--dir", "-"]])
+def test_directory_arguments_refuse_dash(argv, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert "'-' (standard input or output) cannot hold several files" in capsys.readouterr().err
+    assert not (tmp_path / "-").exists()
+
+
+def test_ops_markdown_piped_to_head_exits_0_quietly():
+    """The closed-pipe handling is the command line's, not infer's: `nnsym ops --markdown`
+    (a few hundred KB) into `head -1`."""
+    nn = subprocess.Popen([sys.executable, "-m", "nnsym", "ops", "--markdown"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+    head = subprocess.Popen(["head", "-1"], stdin=nn.stdout, stdout=subprocess.PIPE)
+    assert nn.stdout is not None and nn.stderr is not None
+    nn.stdout.close()
+    first, _ = head.communicate(timeout=300)
+    err = nn.stderr.read()
+    assert nn.wait(timeout=300) == 0 and err == b""
+    assert first == b"# Operators\n"
+
+
+def test_launch_reads_the_hosts_file_from_stdin(monkeypatch):
+    import io
+
+    from nnsym import cli
+
+    seen = {}
+
+    def fake_launch(n, command, hosts=None, timeout=None):
+        seen.update(n=n, command=command, hosts=Path(hosts).read_text())
+        return 0
+
+    monkeypatch.setattr(cli, "launch", fake_launch)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("node1:2\nnode2:2\n"))
+    assert main(["launch", "-n", "4", "--hosts", "-", "python", "train.py"]) == 0
+    assert seen == {"n": 4, "command": ["python", "train.py"], "hosts": "node1:2\nnode2:2\n"}

@@ -187,6 +187,7 @@ def test_cli_infer_json_failure_keeps_old_file(tmp_path, monkeypatch, capsys):
 
 
 def test_plot_save_failure_keeps_old_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(viz, "_graphviz", lambda: None)  # nnsym's Digraph, even with graphviz
     d = viz.plot_network(_mlp(), shape={"data": (1, 4)})
     p = tmp_path / "net.dot"
     p.write_bytes(OLD)
@@ -206,6 +207,7 @@ def test_failed_render_keeps_old_picture(tmp_path, monkeypatch):
     dot.write_text(f"#!{sys.executable}\nimport sys\nsys.stdout.write('partial')\nsys.exit(3)\n")
     dot.chmod(0o755)
     monkeypatch.setattr(viz, "dot_program", lambda: str(dot))
+    monkeypatch.setattr(viz, "_graphviz", lambda: None)  # nnsym's Digraph, even with graphviz
     work = tmp_path / "out"
     work.mkdir()
     pic = work / "net.svg"

@@ -27,6 +27,13 @@ from nnsym import sym
 from nnsym import visualization as viz
 from nnsym.errors import NNSymError, ShapeError
 
+
+@pytest.fixture(autouse=True)
+def _nnsym_digraph(monkeypatch):
+    """These tests check nnsym's own Digraph; with the graphviz package installed,
+    plot_network would return a graphviz.Digraph (tests/test_visualization_graphviz.py)."""
+    monkeypatch.setattr(viz, "_graphviz", lambda: None)
+
 GOLDEN = Path(__file__).parent / "golden"
 DOT = shutil.which("dot")
 needs_dot = pytest.mark.skipif(DOT is None, reason="Graphviz's dot program is not on PATH")

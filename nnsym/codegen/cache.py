@@ -27,18 +27,15 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 import threading
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
-from nnsym.errors import NNSymError
+from nnsym.errors import NNSymError, warn
 
 FORMAT = "v1"
 # A build directory is abandoned when its process is gone and it is older than STALE_DEAD_SECONDS
@@ -51,7 +48,6 @@ FAILED_MAX_AGE = 7 * 86400.0
 # Errors that say "this directory cannot hold the cache" (rather than "this build failed").
 _UNUSABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR,
              errno.EEXIST, errno.ENOENT, errno.ELOOP, errno.ENAMETOOLONG}
-_PKG = str(Path(__file__).resolve().parent.parent) + os.sep  # the nnsym package
 
 
 class CacheWarning(UserWarning):
@@ -127,7 +123,7 @@ def _fallback(configured: Path, problem: OSError) -> Path | CacheUnavailableErro
             "set NNSYM_CACHE_DIR to a writable directory")
     atexit.register(shutil.rmtree, tmp, True)
     _FALLBACKS[tmp] = configured
-    warn_user(f"nnsym: {why}; compiled kernels go to a private temporary cache {tmp}, removed "
+    warn(f"nnsym: {why}; compiled kernels go to a private temporary cache {tmp}, removed "
               "at exit (set NNSYM_CACHE_DIR to a writable directory to keep them)", CacheWarning)
     return tmp
 
@@ -146,24 +142,6 @@ def _demote(used: Path, problem: OSError) -> Path | None:
                     raise new from None
                 return new
     return None
-
-
-def warn_user(message: str, category: type[Warning]) -> None:
-    """``warnings.warn`` attributed to the first caller outside nnsym (import machinery
-    skipped, as ``warnings`` does)."""
-    frame: FrameType | None = sys._getframe(0)
-    level = 1
-    while frame is not None and frame.f_code.co_filename.startswith(_PKG):
-        frame = frame.f_back
-        while frame is not None and _internal(frame):
-            frame = frame.f_back
-        level += 1
-    warnings.warn(message, category, stacklevel=level if frame is not None else 2)
-
-
-def _internal(frame: FrameType) -> bool:
-    name = frame.f_code.co_filename
-    return "importlib" in name and "_bootstrap" in name
 
 
 def cache_key(**parts: Any) -> str:

@@ -9,7 +9,8 @@ the prologue, never ``-ffast-math`` (it breaks NaN semantics and sets FTZ for th
 The compiler is ``$CC`` split like a shell word list (``ccache gcc``, ``gcc -m64``), else the one
 Python was built with (``sysconfig``'s ``CC``), else ``cc``, else ``gcc``. A ``CC`` that is not
 found or fails a tiny test compile is not used: one :class:`CompilerWarning` names it and says
-what runs instead (the default compiler, or the numpy backend where there is none). Nothing is
+what runs instead (the default compiler, or the numpy backend where there is none); the choice
+is logged once at INFO on ``nnsym.codegen`` (which default, where CC is unset). Nothing is
 compiled or written at import; the C runtime (``runtime/runlib.c``) is built on first use.
 """
 
@@ -31,7 +32,6 @@ import sysconfig
 import tempfile
 import threading
 import time
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,10 +46,9 @@ from nnsym.codegen.cache import (
     cache_root,
     file_sha256,
     prune_failed,
-    warn_user,
 )
 from nnsym.codegen.render import render_unit, signature
-from nnsym.errors import NNSymError, ThreadCountError
+from nnsym.errors import NNSymError, ThreadCountError, warn
 from nnsym.ir.spec import KernelSpec
 
 log = logging.getLogger("nnsym.codegen")
@@ -85,9 +84,16 @@ def compiler_command() -> tuple[str, ...] | None:
     """The compiler command as an argument list (see the module docstring for the choice)."""
     env = os.environ.get("CC", "").strip()
     if not env:
-        return _default_compiler()
+        chosen = _find_default()
+        if chosen is None:
+            log.info("nnsym: CC is not set and none of %s is on PATH", _default_names())
+            return None
+        log.info("nnsym: CC is not set; using %s: %s (the first found of %s)", chosen[0],
+                 shlex.join(chosen[1]), _default_names())
+        return chosen[1]
     found = _cc_from_env(env)
     if isinstance(found, tuple):
+        log.info("nnsym: the C compiler is CC=%r: %s", env, shlex.join(found))
         return found
     default = _default_compiler()
     if default is not None and _test_compile(default) is not None:
@@ -95,7 +101,7 @@ def compiler_command() -> tuple[str, ...] | None:
     instead = (f"using {shlex.join(default)} instead" if default else
                "no other C compiler works either, so operators run their numpy reference "
                "implementations (slow)")
-    warn_user(f"nnsym: CC={env!r} cannot be used as the C compiler ({found}); {instead}",
+    warn(f"nnsym: CC={env!r} cannot be used as the C compiler ({found}); {instead}",
               CompilerWarning)
     return default
 
@@ -116,17 +122,37 @@ def _cc_from_env(env: str) -> tuple[str, ...] | str:
     return cmd if problem is None else problem
 
 
-def _default_compiler() -> tuple[str, ...] | None:
-    """The compiler Python was built with (where it is installed), else ``cc``, else ``gcc``."""
+def _default_candidates() -> list[tuple[str, list[str]]]:
+    """(label, argv) of the defaults in order: the compiler Python was built with
+    (``sysconfig``'s ``CC``), ``cc``, ``gcc``."""
     built_with = sysconfig.get_config_var("CC") or ""
     try:
-        candidates = [shlex.split(built_with)] if built_with.strip() else []
+        argv = shlex.split(built_with)
     except ValueError:
-        candidates = []
-    for argv in [*candidates, ["cc"], ["gcc"]]:
-        path = shutil.which(argv[0]) if argv else None
+        argv = []
+    out = [(f"sysconfig's CC {built_with.strip()!r}", argv)] if argv else []
+    for name in ("cc", "gcc"):
+        if [name] != argv:
+            out.append((name, [name]))
+    return out
+
+
+def _default_names() -> str:
+    """The default candidates for a message: ``sysconfig's CC 'gcc -pthread', cc, gcc``."""
+    return ", ".join(label for label, _ in _default_candidates())
+
+
+def _default_compiler() -> tuple[str, ...] | None:
+    """The first of ``_default_candidates()`` found on PATH (the binary's real path)."""
+    found = _find_default()
+    return found[1] if found else None
+
+
+def _find_default() -> tuple[str, tuple[str, ...]] | None:
+    for label, argv in _default_candidates():
+        path = shutil.which(argv[0])
         if path is not None:
-            return (os.path.realpath(path), *argv[1:])
+            return label, (os.path.realpath(path), *argv[1:])
     return None
 
 
@@ -298,32 +324,63 @@ _NUMPY_BLAS_NAMES = (
 def _numpy_blas() -> Blas | None:
     """numpy's own OpenBLAS, the library its wheels bundle (``numpy.libs``), already loaded by
     numpy. Measured faster than scipy's copy on the MLP's products (a newer OpenBLAS release
-    in current wheels); None where it cannot be found or its symbols are not recognised."""
+    in current wheels); None where it cannot be found or its symbols are not recognised.
+
+    Where numpy has no ``numpy.libs`` (a conda or distribution numpy linked to a system
+    OpenBLAS), threadpoolctl names the OpenBLAS libraries loaded in the process. It is not the
+    first choice: its first ``threadpool_info()`` scans every loaded library (5-13 ms measured
+    against 0.3-0.5 ms for the ``numpy.libs`` glob) and it does not say which library is numpy's
+    or whether it is ILP64 (``openblas_get_config`` does)."""
+    for path in _bundled_openblas() or _loaded_openblas():
+        found = _openblas_at(path)
+        if found is not None:
+            return found
+    return None
+
+
+def _bundled_openblas() -> list[Path]:
+    """The OpenBLAS files of numpy's wheel (``site-packages/numpy.libs``)."""
     spec = importlib.util.find_spec("numpy")
     if spec is None or spec.origin is None:
-        return None
+        return []
     libs = Path(spec.origin).parent.parent / "numpy.libs"
-    for path in sorted(libs.glob("*openblas*.so*")) if libs.is_dir() else ():
-        try:
-            lib = ctypes.CDLL(str(path))
-        except OSError:
+    return sorted(libs.glob("*openblas*.so*")) if libs.is_dir() else []
+
+
+def _loaded_openblas() -> list[Path]:
+    """The OpenBLAS libraries loaded in this process as threadpoolctl finds them, less scipy's
+    bundled copy (``scipy.libs``: that one is reached through ``cython_blas``)."""
+    try:
+        from threadpoolctl import threadpool_info  # type: ignore[import-untyped]  # noqa: PLC0415
+    except ImportError:
+        return []
+    paths = [Path(p["filepath"]) for p in threadpool_info()
+             if p.get("internal_api") == "openblas" and p.get("filepath")]
+    return [p for p in paths if p.parent.name != "scipy.libs"]
+
+
+def _openblas_at(path: Path) -> Blas | None:
+    """The sgemm/dgemm/sgemv/dgemv of the OpenBLAS at ``path`` (any of its symbol spellings)."""
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError:
+        return None
+    for config, pattern, int_type in _NUMPY_BLAS_NAMES:
+        if not hasattr(lib, config):
             continue
-        for config, pattern, int_type in _NUMPY_BLAS_NAMES:
-            if not hasattr(lib, config):
-                continue
-            get_config = getattr(lib, config)
-            get_config.restype = ctypes.c_char_p
-            text = (get_config() or b"").decode("ascii", "replace")
-            if ("USE64BITINT" in text) != (int_type == "int64_t"):
-                continue
-            try:
-                ptrs = [ctypes.cast(getattr(lib, pattern.format(n)), ctypes.c_void_p).value
-                        for n in ("sgemm", "dgemm", "sgemv", "dgemv")]
-            except AttributeError:
-                continue
-            if all(ptrs):
-                _NUMPY_BLAS_LIBS.append(lib)  # kept loaded while its pointers are in use
-                return Blas("numpy", int_type, *(int(p) for p in ptrs if p))
+        get_config = getattr(lib, config)
+        get_config.restype = ctypes.c_char_p
+        text = (get_config() or b"").decode("ascii", "replace")
+        if ("USE64BITINT" in text) != (int_type == "int64_t"):
+            continue
+        try:
+            ptrs = [ctypes.cast(getattr(lib, pattern.format(n)), ctypes.c_void_p).value
+                    for n in ("sgemm", "dgemm", "sgemv", "dgemv")]
+        except AttributeError:
+            continue
+        if all(ptrs):
+            _NUMPY_BLAS_LIBS.append(lib)  # kept loaded while its pointers are in use
+            return Blas("numpy", int_type, *(int(p) for p in ptrs if p))
     return None
 
 
@@ -585,15 +642,16 @@ def _choose_backend() -> str:
 
 @functools.cache
 def _warn_no_cache(why: str) -> None:
-    warn_user(f"nnsym: {why}; operators run their numpy reference implementations (slow)",
+    warn(f"nnsym: {why}; operators run their numpy reference implementations (slow)",
               CompilerWarning)
 
 
 @functools.lru_cache(maxsize=1)
 def _warn_no_compiler() -> None:
-    warnings.warn(
-        "nnsym: no C compiler found; operators run their numpy reference implementations "
-        "(slow). Install gcc or set CC to get generated kernels.",
+    env = os.environ.get("CC", "").strip()
+    tried = f"CC={env!r}, then {_default_names()}" if env else f"CC is not set; {_default_names()}"
+    warn(
+        f"nnsym: no C compiler found (tried {tried}); operators run their numpy reference "
+        "implementations (slow). Install gcc or set CC to get generated kernels.",
         RuntimeWarning,
-        stacklevel=3,
     )

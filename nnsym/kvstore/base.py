@@ -5,7 +5,6 @@ kvstore. A subclass supplies the transport: how a reduced value is combined acro
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ import numpy as np
 
 from nnsym import ndarray as nd
 from nnsym import optimizer as _opt
-from nnsym.errors import ShapeError, StorageTypeError
+from nnsym.errors import ShapeError, StorageTypeError, warn
 from nnsym.fileio import write_bytes
 from nnsym.kvstore.compression import TwoBitCompression, make_compression
 from nnsym.kvstore.errors import (
@@ -65,8 +64,8 @@ class KVStoreBase:
         name = klass.__name__.lower()
         old = KVStoreBase.kv_registry.get(name)
         if old is not None and old is not klass:
-            warnings.warn(f"kvstore {klass.__module__}.{klass.__name__} replaces "
-                          f"{old.__module__}.{old.__name__}", stacklevel=2)
+            warn(f"kvstore {klass.__module__}.{klass.__name__} replaces "
+                 f"{old.__module__}.{old.__name__}")
         KVStoreBase.kv_registry[name] = klass
         return klass
 

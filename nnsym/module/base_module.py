@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import time
-import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -16,7 +15,7 @@ import numpy as np
 
 from nnsym import metric as _metric
 from nnsym import ndarray as nd
-from nnsym.errors import NNSymError
+from nnsym.errors import NNSymError, warn
 from nnsym.initializer import Uniform
 from nnsym.io import DataBatch, DataDesc, DataIter
 from nnsym.model import BatchEndParam, load_params_file, save_params_file
@@ -58,7 +57,7 @@ def check_input_names(symbol: Any, names: Sequence[str], typename: str, throw: b
                f"of: {', '.join(inputs)}")
         if throw:
             raise ModuleInputError(msg)
-        warnings.warn(msg, stacklevel=3)
+        warn(msg)
 
 
 def _check_names_match(names: Sequence[str], descs: Sequence[DataDesc], kind: str,
@@ -69,7 +68,7 @@ def _check_names_match(names: Sequence[str], descs: Sequence[DataDesc], kind: st
                f"({[tuple(d[:2]) for d in descs]} vs. {list(names)})")
         if throw:
             raise ModuleInputError(msg)
-        warnings.warn(msg, stacklevel=3)
+        warn(msg)
 
 
 def _descs(shapes: Any) -> list[DataDesc]:
@@ -357,8 +356,7 @@ class BaseModule:
     def prepare(self, data_batch: Any, sparse_row_id_fn: Any = None) -> None:
         """Get ready for ``data_batch`` (Module: pull the row_sparse rows it needs)."""
         if sparse_row_id_fn is not None:
-            warnings.warn("sparse_row_id_fn is not invoked for BaseModule.", UserWarning,
-                          stacklevel=2)
+            warn("sparse_row_id_fn is not invoked for BaseModule.", UserWarning)
 
     def forward(self, data_batch: Any, is_train: bool | None = None) -> None:
         raise NotImplementedError

@@ -6,12 +6,12 @@ default bucket's parameters, gradients, optimizer and memory (MXNet's ``mx.mod.B
 from __future__ import annotations
 
 import logging
-import warnings
 from typing import Any
 
 import numpy as np
 
 from nnsym import ndarray as nd
+from nnsym.errors import warn
 from nnsym.model import load_params
 from nnsym.ndarray.ndarray import NDArray
 from nnsym.symbol import load as _load_symbol
@@ -124,8 +124,8 @@ class BucketingModule(BaseModule):
                              allow_extra=allow_extra)
             return
         if self.params_initialized and not force_init:
-            warnings.warn("Parameters already initialized and force_init=False. set_params "
-                          "call ignored.", stacklevel=2)
+            warn("Parameters already initialized and force_init=False. set_params "
+                 "call ignored.")
             return
         self._curr("set_params").set_params(arg_params, aux_params, allow_missing=True,
                                             force_init=force_init, allow_extra=allow_extra)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import os
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from nnsym import initializer as _init
 from nnsym import kvstore as _kvs
 from nnsym import optimizer as _opt
 from nnsym.context import Context, cpu
+from nnsym.errors import warn
 from nnsym.fileio import atomic_write
 from nnsym.io import DataDesc
 from nnsym.model import load_checkpoint, params_file, symbol_file
@@ -191,8 +191,8 @@ class Module(BaseModule):
         there is an error unless ``allow_missing``, then the initializer fills it), else with
         ``initializer(InitDesc(name, attrs), array)``."""
         if self.params_initialized and not force_init:
-            warnings.warn("Parameters already initialized and force_init=False. init_params "
-                          "call ignored.", stacklevel=2)
+            warn("Parameters already initialized and force_init=False. init_params "
+                 "call ignored.")
             return
         group = self._group("init_params")
         assert self._arg_params is not None and self._aux_params is not None
@@ -239,8 +239,8 @@ class Module(BaseModule):
                              allow_extra=allow_extra)
             return
         if self.params_initialized and not force_init:
-            warnings.warn("Parameters already initialized and force_init=False. set_params "
-                          "call ignored.", stacklevel=2)
+            warn("Parameters already initialized and force_init=False. set_params "
+                 "call ignored.")
             return
         self._group("set_params").set_params(arg_params or {}, aux_params or {},
                                              allow_extra=allow_extra)
@@ -348,10 +348,10 @@ class Module(BaseModule):
                 raise ModuleInputError("init_optimizer: optimizer must be a name or an "
                                        f"Optimizer, got {type(optimizer).__name__}")
             if optimizer.rescale_grad != rescale_grad:
-                warnings.warn(
+                warn(
                     "Optimizer created manually outside Module but rescale_grad is not "
                     f"normalized to 1.0/batch_size/num_workers ({optimizer.rescale_grad} vs. "
-                    f"{rescale_grad}). Is this intended?", stacklevel=2)
+                    f"{rescale_grad}). Is this intended?")
             if not optimizer.idx2name:
                 optimizer.idx2name = idx2name.copy()
         self._optimizer = optimizer
@@ -504,8 +504,8 @@ class Module(BaseModule):
         if sparse_row_id_fn is None:
             return
         if not self._kvstore or not self._update_on_kvstore:
-            warnings.warn("Parameters are not updated in the KVStore. No need to call "
-                          "sparse_row_id_fn.", UserWarning, stacklevel=2)
+            warn("Parameters are not updated in the KVStore. No need to call "
+                 "sparse_row_id_fn.", UserWarning)
             return
         row_ids = sparse_row_id_fn(data_batch)
         if not isinstance(row_ids, dict):
@@ -514,7 +514,7 @@ class Module(BaseModule):
             idx = group.param_names.index(name)
             block = group.param_arrays[idx]
             if block[0].stype != "row_sparse":
-                warnings.warn(f"{name}.stype is not 'row_sparse'. No need to perform "
-                              "row_sparse_pull.", UserWarning, stacklevel=2)
+                warn(f"{name}.stype is not 'row_sparse'. No need to perform "
+                     "row_sparse_pull.", UserWarning)
             else:
                 self._kvstore.row_sparse_pull(name, block, row_ids=rows, priority=-idx)

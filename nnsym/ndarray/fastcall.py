@@ -20,7 +20,6 @@ import importlib.util
 import logging
 import sysconfig
 import threading
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from nnsym.codegen import compiler
+from nnsym.errors import warn
 from nnsym.ndarray.ndarray import NDArray
 
 log = logging.getLogger("nnsym.runtime")
@@ -79,11 +79,10 @@ def _load() -> Any | None:
         return None
     include = Path(sysconfig.get_paths()["include"])
     if not (include / "Python.h").is_file():
-        warnings.warn(
+        warn(
             f"nnsym: Python's development headers are missing ({include}/Python.h); imperative "
             "calls use the slower Python dispatcher (install python3-dev to fix)",
             RuntimeWarning,
-            stacklevel=3,
         )
         return None
     source = SOURCE.read_text()

@@ -9,12 +9,11 @@ or ``_gamma``; ``__lr_mult__`` / ``__wd_mult__`` attributes of ``sym`` (anything
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, ClassVar
 
 import numpy as np
 
-from nnsym.errors import OperatorParamError
+from nnsym.errors import OperatorParamError, warn
 from nnsym.ndarray.ndarray import NDArray
 
 
@@ -37,8 +36,8 @@ class Optimizer:
         self.lr: Any = learning_rate
         if lr_scheduler is not None and learning_rate is not None:
             if getattr(lr_scheduler, "base_lr", None) != learning_rate:
-                warnings.warn("learning rate from ``lr_scheduler`` has been overwritten by "
-                              "``learning_rate`` in optimizer.", stacklevel=2)
+                warn("learning rate from ``lr_scheduler`` has been overwritten by "
+                     "``learning_rate`` in optimizer.")
                 lr_scheduler.base_lr = learning_rate
         self.wd = wd
         self.lr_mult: dict[Any, float] = {}
@@ -71,8 +70,8 @@ class Optimizer:
         name = klass.__name__.lower()
         old = Optimizer.opt_registry.get(name)
         if old is not None and old is not klass:
-            warnings.warn(f"New optimizer {klass.__module__}.{klass.__name__} is overriding "
-                          f"existing optimizer {old.__module__}.{old.__name__}", stacklevel=2)
+            warn(f"New optimizer {klass.__module__}.{klass.__name__} is overriding "
+                 f"existing optimizer {old.__module__}.{old.__name__}")
         Optimizer.opt_registry[name] = klass
         return klass
 
@@ -184,9 +183,9 @@ class Optimizer:
             master = weight.astype(np.float32)
             return (master, self.create_state(index, master))
         if weight.dtype == np.float16 and not self.multi_precision:
-            warnings.warn("Accumulating with float16 in optimizer can lead to poor accuracy or "
-                          "slow convergence. Consider using multi_precision=True option of the "
-                          "optimizer", stacklevel=2)
+            warn("Accumulating with float16 in optimizer can lead to poor accuracy or "
+                 "slow convergence. Consider using multi_precision=True option of the "
+                 "optimizer")
         return self.create_state(index, weight)
 
     def update(self, index: Any, weight: NDArray, grad: NDArray, state: Any) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy as _copy
-import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
@@ -18,6 +17,7 @@ from nnsym.errors import (
     OperatorParamError,
     ShapeError,
     StorageTypeError,
+    warn,
 )
 from nnsym.executor.executor import BindError, BindShapeError, Executor, _reqs
 from nnsym.ir.graph import Entry, Graph, GraphAttrs, IndexedGraph, Node, variable
@@ -421,7 +421,7 @@ class Symbol:
                 "dimensions). Consider providing them as input:\n\t"
                 + "\n\t".join(unknown[:10] + (["..."] if len(unknown) > 10 else []))
             )
-            warnings.warn(msg, stacklevel=2)
+            warn(msg)
             return None, None, None
         return _mx_shapes(arg), _mx_shapes(out), _mx_shapes(aux)
 
@@ -436,10 +436,9 @@ class Symbol:
         if any(t is None for t in (*arg, *out, *aux)):
             names = self.list_arguments()
             unknown = [n for n, t in zip(names, arg) if t is None]
-            warnings.warn(
+            warn(
                 "Cannot decide type for the following arguments. Consider providing them as "
                 "input:\n\t" + "\n\t".join(f"{n}: None" for n in unknown[:10]),
-                stacklevel=2,
             )
             return None, None, None
         return _np_types(arg), _np_types(out), _np_types(aux)
@@ -525,9 +524,8 @@ class Symbol:
             if buf is not None and np.dtype(buf.dtype) == dtype and buf.size >= n:
                 return NDArray(buf._data.reshape(-1)[:n].reshape(shape), buf.context)
             if buf is not None:
-                warnings.warn(f"simple_bind: shared_buffer[{key!r}] {buf.shape} is too small "
-                              f"for {shape} (or of another dtype); allocating a new one",
-                              stacklevel=3)
+                warn(f"simple_bind: shared_buffer[{key!r}] {buf.shape} is too small "
+                     f"for {shape} (or of another dtype); allocating a new one")
             new = alloc(key, shape, dtype)
             shared_buffer[key] = new
             return new

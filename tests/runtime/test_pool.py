@@ -92,3 +92,19 @@ def test_thread_count_from_the_environment(monkeypatch):
     monkeypatch.setenv("NNSYM_NUM_THREADS", "many")
     with pytest.raises(compiler.NNSymError, match="NNSYM_NUM_THREADS"):
         compiler.default_num_threads()
+
+
+def test_openblas_found_through_threadpoolctl_where_numpy_has_no_bundled_copy(monkeypatch):
+    """A numpy without numpy.libs (conda, distributions): threadpoolctl's list of loaded
+    libraries finds the same OpenBLAS functions the numpy.libs lookup finds."""
+    pytest.importorskip("threadpoolctl")
+    if not compiler._bundled_openblas():
+        pytest.skip("this numpy bundles no OpenBLAS to compare with")
+    direct = compiler._numpy_blas()
+    assert direct is not None and direct.origin == "numpy"
+    compiler._cython_blas()  # scipy's own OpenBLAS is loaded too, and is not taken for numpy's
+    monkeypatch.setattr(compiler, "_bundled_openblas", list)
+    via_threadpoolctl = compiler._numpy_blas()
+    assert via_threadpoolctl == direct  # same int type, same function addresses
+    monkeypatch.setattr(compiler, "_loaded_openblas", list)
+    assert compiler._numpy_blas() is None  # and then blas() falls back to scipy's cython_blas

@@ -35,11 +35,20 @@ def write_sources(target: str, out_dir: str | Path, op: str | None = None) -> li
     return sorted(paths)
 
 
+def directory_arg(text: str) -> Path:
+    """An argparse type for a directory argument: ``-`` (standard input/output) is refused."""
+    if text == "-":
+        raise argparse.ArgumentTypeError("a directory is needed here; '-' (standard input or "
+                                         "output) cannot hold several files")
+    return Path(text)
+
+
 def add_codegen_arguments(ap: argparse.ArgumentParser) -> None:
     """The options of ``nnsym codegen`` (for a subcommand parser of nnsym.cli)."""
     ap.add_argument("--target", choices=TARGETS, required=True,
                     help="c: the C kernels; cuda: their CUDA twins")
-    ap.add_argument("--out", required=True, type=Path, help="directory to write into")
+    ap.add_argument("--out", required=True, type=directory_arg,
+                    help="directory to write into (one file per kernel: not '-')")
     ap.add_argument("--op", help="only this operator's kernels (name or alias)")
 
 
@@ -49,10 +58,10 @@ def run_codegen(args: argparse.Namespace) -> int:
     try:
         paths = write_sources(args.target, args.out, args.op)
     except NNSymError as e:
-        print(f"nnsym codegen: {e}", file=sys.stderr)
+        print(f"nnsym: error: {e}", file=sys.stderr)
         return 2
     if not paths:
-        print(f"nnsym codegen: operator {args.op} has no generated kernels", file=sys.stderr)
+        print(f"nnsym: error: operator {args.op} has no generated kernels", file=sys.stderr)
         return 1
     print(f"wrote {len(paths)} {args.target} kernels to {args.out}")
     return 0

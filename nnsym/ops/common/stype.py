@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import os
 import threading
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from nnsym.errors import StorageTypeError
+from nnsym.errors import StorageTypeError, warn
 from nnsym.ir.opdef import OpDef, PythonCompute, StypeRule
 from nnsym.ir.storage import StorageKernel, runtime_env
 from nnsym.ops.common.storage import map_values
@@ -182,4 +181,4 @@ def on_fallback(op: OpDef, raw_params: dict[str, Any], ins: tuple[SType, ...],
         if msg in _SEEN:
             return
         _SEEN.add(msg)
-    warnings.warn(msg, StorageFallbackWarning, stacklevel=4)
+    warn(msg, StorageFallbackWarning)

@@ -11,14 +11,13 @@ as a Python step over NDArrays.
 from __future__ import annotations
 
 import threading
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from nnsym.errors import NNSymError, OperatorParamError, StorageTypeError
+from nnsym.errors import NNSymError, OperatorParamError, StorageTypeError, warn
 from nnsym.ir.graph import Entry, Node, zeros_like
 from nnsym.ir.opdef import OpDef, PythonCompute, RuleError, known, register
 from nnsym.ir.params import Params, field
@@ -46,8 +45,7 @@ def register_prop(op_type: str, prop_cls: type) -> None:
                         f"{prop_cls!r}")
     with _LOCK:
         if op_type in _PROPS and _PROPS[op_type] is not prop_cls:
-            warnings.warn(f"New registration is overriding existing custom operator {op_type}",
-                          stacklevel=3)
+            warn(f"New registration is overriding existing custom operator {op_type}")
         _PROPS[op_type] = prop_cls
         _INSTANCES.clear()
 
