@@ -19,7 +19,13 @@ def mlp(num_classes: int = 3) -> mx.sym.Symbol:
 
 def shapes(net: mx.sym.Symbol) -> list[tuple[int, ...]]:
     arg_shapes, _, _ = net.infer_shape(data=(4, 8))
-    return list(arg_shapes)
+    if arg_shapes is None:  # MXNet's answer when some shape cannot be inferred
+        raise ValueError("incomplete shapes")
+    return arg_shapes
+
+
+def bind(net: mx.sym.Symbol) -> Executor:
+    return net.simple_bind(mx.cpu(), data=(4, 8), softmax_label=(4,))
 
 
 def step(exe: Executor, lr: float) -> mx.nd.NDArray:
@@ -54,7 +60,7 @@ def module_fit(net: mx.sym.Symbol) -> list[mx.nd.NDArray]:
 def main() -> None:
     net = mlp()
     print(shapes(net))
-    exe = net.simple_bind(mx.cpu(), data=(4, 8), softmax_label=(4,))
+    exe = bind(net)
     exe.arg_dict["data"][:] = np.ones((4, 8), np.float32)
     print(step(exe, 0.1).shape)
     print(imperative(mx.nd.array(np.eye(3, dtype=np.float32))))
