@@ -281,6 +281,52 @@ def random_stub(mod: Any, fl: Flavor) -> str:
     return namespace_stub(mod, fl, mod.__name__, {}, local)
 
 
+def fluent_stub(cls: type, fl: Flavor) -> str:
+    """A class holding ``cls``'s fluent methods (``x.sum(1)`` is ``sum(x, 1)``), which
+    ``nnsym.ir.fluent.install`` adds at import: ``cls`` derives from it for type checkers."""
+    lines = []
+    for method, fn in sorted(vars(cls).items()):
+        kw = getattr(fn, "__kwdefaults__", None) or {}
+        if "_op" not in kw:
+            continue
+        op = all_names()[kw["_op"]]
+        specs = op.params.specs()
+        try:
+            inputs = set(op.input_names(_default_params(op)))
+        except Exception:
+            inputs = {"data"}
+        parts = ["self"]
+        named = set(kw["_names"][:1])
+        required_ok = True
+        for n in kw["_names"][1:]:
+            named.add(n)
+            if n in specs:
+                s = specs[n]
+                if s.required and required_ok and not parts[1:]:
+                    parts.append(f"{n}: {param_type(s)}")
+                    continue
+                d = "..." if s.required else literal(s.default)
+                parts.append(f"{n}: {param_type(s)} = {d}")
+            elif n in inputs:
+                parts.append(f"{n}: {fl.array} | None = None")
+            elif n == "attr" and not fl.imperative:
+                parts.append("attr: _abc.Mapping[str, _t.Any] | None = None")
+            else:
+                parts.append(f"{n}: _t.Any = None")  # an MXNet argument nnsym lacks
+            required_ok = required_ok and "=" not in parts[-1]
+        rest = [f"{n}: {param_type(s)}" + ("" if s.required else f" = {literal(s.default)}")
+                for n, s in specs.items() if n not in named and not keyword.iskeyword(n)]
+        extra = ["out", "name"] if fl.imperative else ["name"]
+        rest += [f"{n}: {fl.array if n == 'out' else 'str'} | None = None"
+                 for n in extra if n not in named]
+        sig = ", ".join(parts + ["*", *rest] if rest else parts)
+        lines.append(f"    def {method}({sig}) -> {result(op, fl)}: ...\n")
+    name = fl.array.lstrip("_") + "Fluent"
+    return (HEADER + IMPORTS + f"\n\nclass {name}:\n"
+            + f'    """{fl.array.lstrip("_")}\'s fluent methods (added at import)."""\n\n'
+            + "".join(lines))
+
+
 def render() -> dict[Path, str]:
     """Every stub file's path and text, from the registry as imported now."""
     import nnsym.ndarray as nd  # noqa: PLC0415  (the apps layer; loaded on use only)
@@ -294,6 +340,8 @@ def render() -> dict[Path, str]:
             sub_fl = dataclasses.replace(fl, any_result=fl.imperative and k == "sparse")
             out[fl.directory / f"{SUBS[k]}.pyi"] = namespace_stub(ns, sub_fl, ns.__name__, {})
         out[fl.directory / "random.pyi"] = random_stub(mod.random, fl)
+        cls = mod.NDArray if fl.imperative else mod.Symbol
+        out[fl.directory / "_fluent_methods.pyi"] = fluent_stub(cls, fl)
     return out
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numbers
 import threading
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -27,7 +27,13 @@ from nnsym.types import DispatchMode, SType, check_dims, dtype_of
 _CPU = cpu()
 
 
-class NDArray:
+if TYPE_CHECKING:  # the fluent methods (x.sum(1)) are added at import; their typed stub
+    from nnsym.ndarray._fluent_methods import NDArrayFluent as _Fluent
+else:
+    _Fluent = object
+
+
+class NDArray(_Fluent):
     """A dense array. Arithmetic with arrays broadcasts (``broadcast_*``), with scalars uses the
     ``_*_scalar`` operators, exactly as MXNet's NDArray does."""
 

@@ -7,7 +7,7 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, NoReturn, TypeAlias
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 import numpy as np
 
@@ -51,7 +51,13 @@ def normalize_attrs(attrs: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-class Symbol:
+if TYPE_CHECKING:  # the fluent methods (x.sum(1)) are added at import; their typed stub
+    from nnsym.symbol._fluent_methods import SymbolFluent as _Fluent
+else:
+    _Fluent = object
+
+
+class Symbol(_Fluent):
     """A list of output entries of a graph; immutable (composition returns a new Symbol)."""
 
     __slots__ = ("__weakref__", "_index", "_outputs")

@@ -40,7 +40,7 @@ def step(exe: Executor, lr: float) -> mx.nd.NDArray:
 
 def imperative(x: mx.nd.NDArray) -> np.ndarray:
     y = mx.nd.relu(x) * 2 + mx.nd.ones(x.shape)
-    z = mx.nd.sum(mx.nd.dot(y, y.T), axis=1, keepdims=True)
+    z = mx.nd.dot(y, y.T).sum(axis=1, keepdims=True).exp().log()  # fluent methods
     return z.asnumpy()
 
 
