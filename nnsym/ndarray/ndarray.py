@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numbers
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -106,7 +106,7 @@ class NDArray(_Fluent):
             raise TypeError("len() of a 0-d NDArray")
         return self.shape[0]
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[NDArray]:
         """The sub-arrays along the first axis (MXNet iterates through ``self[i]``)."""
         return (self[i] for i in range(len(self)))
 
