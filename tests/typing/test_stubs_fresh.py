@@ -57,3 +57,10 @@ def test_check_mode_names_the_command(tmp_path, monkeypatch, capsys):
     assert stubs.main([]) == 0
     assert target.read_text() == "def f() -> int: ...\n"
     assert stubs.main(["--check"]) == 0
+
+
+def test_package_is_marked_typed():
+    """PEP 561: without py.typed, type checkers ignore the installed package."""
+    assert (stubs.ROOT / "py.typed").is_file()
+    pyproject = (stubs.ROOT.parent / "pyproject.toml").read_text()
+    assert '"py.typed"' in pyproject  # package data (setuptools ships *.pyi by itself)
