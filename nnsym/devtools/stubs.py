@@ -180,11 +180,6 @@ def op_stub(name: str, op: OpDef, func_name: str, fl: Flavor) -> str:
 def reexport(name: str, obj: Any, home: str) -> str | None:
     """``from <module> import <obj> as <name>`` where the object lives elsewhere (typed there)."""
     mod, qual = getattr(obj, "__module__", None), getattr(obj, "__name__", None)
-    if isinstance(obj, types.ModuleType):
-        parent, _, leaf = obj.__name__.rpartition(".")
-        if getattr(obj, "__file__", None) is None or not parent:
-            return None
-        return f"from {parent} import {leaf} as {name}\n"
     if not isinstance(mod, str) or not isinstance(qual, str) or mod == home:
         return None
     if getattr(sys.modules.get(mod), name, None) is obj:
@@ -203,12 +198,22 @@ def public(ns: Any) -> Iterator[tuple[str, Any]]:
 
 
 def namespace_stub(ns: Any, fl: Flavor, home: str, subs: dict[str, Any],
-                   local: Callable[[str, Any], str | None] | None = None) -> str:
-    """The stub of one namespace: operator functions, sub-namespaces and re-exports."""
+                   local: Callable[[str, Any], str | None] | None = None,
+                   directory: Path | None = None) -> str:
+    """The stub of one namespace: operator functions, sub-namespaces and re-exports; with
+    ``directory`` (a package's), its public submodules too, from the files (an attribute only
+    once something imports it, so not from the namespace: the stub must not depend on that)."""
     ops: list[str] = []
     imports: list[str] = []
     exported: list[str] = []  # NOTE: __all__ exports aliases and beats a same-named submodule
+    if directory is not None:
+        for f in sorted(directory.glob("*.py")):
+            if not f.stem.startswith("_") and f.stem not in subs:
+                imports.append(f"from {fl.package} import {f.stem} as {f.stem}\n")
+                exported.append(f.stem)
     for name, obj in public(ns):
+        if isinstance(obj, types.ModuleType) and not any(obj is m for m in subs.values()):
+            continue  # a submodule (from the files above) or an imported module
         op = op_of(obj, fl)
         if op is not None:
             if keyword.iskeyword(name):
@@ -231,8 +236,6 @@ def namespace_stub(ns: Any, fl: Flavor, home: str, subs: dict[str, Any],
         line = reexport(name, obj, home)
         if line is not None:
             imports.append(line)
-        elif isinstance(obj, types.ModuleType):
-            continue
         else:
             ops.append(f"{name}: _t.Any\n")
         exported.append(name)
@@ -335,7 +338,8 @@ def render() -> dict[Path, str]:
     out: dict[Path, str] = {}
     for fl, mod in ((SYM, sym), (ND, nd)):
         subs = {k: getattr(mod, k) for k in SUBS}
-        out[fl.directory / "__init__.pyi"] = namespace_stub(mod, fl, fl.package, subs)
+        out[fl.directory / "__init__.pyi"] = namespace_stub(mod, fl, fl.package, subs,
+                                                            directory=fl.directory)
         for k, ns in subs.items():
             sub_fl = dataclasses.replace(fl, any_result=fl.imperative and k == "sparse")
             out[fl.directory / f"{SUBS[k]}.pyi"] = namespace_stub(ns, sub_fl, ns.__name__, {})

@@ -11,6 +11,16 @@ from nnsym.symbol.symbol import Symbol as _Symbol
 
 _DType: _t.TypeAlias = str | type | _np.dtype[_t.Any]
 
+from nnsym.ndarray import fastcall as fastcall
+from nnsym.ndarray import gpu as gpu
+from nnsym.ndarray import interop as interop
+from nnsym.ndarray import io as io
+from nnsym.ndarray import ndarray as ndarray
+from nnsym.ndarray import ops as ops
+from nnsym.ndarray import optim_ops as optim_ops
+from nnsym.ndarray import random as random
+from nnsym.ndarray import sparse_api as sparse_api
+from nnsym.ndarray import sparse_ops as sparse_ops
 from nnsym.ndarray.sparse import CSRNDArray as CSRNDArray
 from nnsym.ndarray.ndarray import NDArray as NDArray
 from nnsym.ndarray.sparse import RowSparseNDArray as RowSparseNDArray
@@ -22,16 +32,12 @@ from nnsym.ndarray.ndarray import array as array
 from nnsym.ndarray.sparse_api import cast_storage as cast_storage
 from nnsym.ndarray import _ns_contrib as contrib
 from nnsym.ndarray.ndarray import empty as empty
-from nnsym.ndarray import fastcall as fastcall
 from nnsym.ndarray.interop import from_dlpack as from_dlpack
 from nnsym.ndarray.interop import from_numpy as from_numpy
 from nnsym.ndarray.optim_ops import ftml_update as ftml_update
 from nnsym.ndarray.optim_ops import ftrl_update as ftrl_update
 from nnsym.ndarray.ndarray import full as full
-from nnsym.ndarray import gpu as gpu
-from nnsym.ndarray import interop as interop
 from nnsym.ndarray.ndarray import invoke as invoke
-from nnsym.ndarray import io as io
 from nnsym.ndarray.optim_ops import lamb_update_phase1 as lamb_update_phase1
 from nnsym.ndarray.optim_ops import lamb_update_phase2 as lamb_update_phase2
 from nnsym.ndarray import _ns_linalg as linalg
@@ -43,11 +49,7 @@ from nnsym.ndarray.optim_ops import mp_nag_mom_update as mp_nag_mom_update
 from nnsym.ndarray.optim_ops import mp_sgd_mom_update as mp_sgd_mom_update
 from nnsym.ndarray.optim_ops import mp_sgd_update as mp_sgd_update
 from nnsym.ndarray.optim_ops import nag_mom_update as nag_mom_update
-from nnsym.ndarray import ndarray as ndarray
 from nnsym.ndarray.ndarray import ones as ones
-from nnsym.ndarray import ops as ops
-from nnsym.ndarray import optim_ops as optim_ops
-from nnsym.ndarray import random as random
 from nnsym.ndarray.optim_ops import rmsprop_update as rmsprop_update
 from nnsym.ndarray.optim_ops import rmspropalex_update as rmspropalex_update
 from nnsym.ndarray.io import save as save
@@ -57,8 +59,6 @@ from nnsym.ndarray.optim_ops import sgd_update as sgd_update
 from nnsym.ndarray.optim_ops import signsgd_update as signsgd_update
 from nnsym.ndarray.optim_ops import signum_update as signum_update
 from nnsym.ndarray import _ns_sparse as sparse
-from nnsym.ndarray import sparse_api as sparse_api
-from nnsym.ndarray import sparse_ops as sparse_ops
 from nnsym.ndarray.interop import to_dlpack_for_read as to_dlpack_for_read
 from nnsym.ndarray.interop import to_dlpack_for_write as to_dlpack_for_write
 from nnsym.ndarray.interop import waitall as waitall

@@ -11,6 +11,11 @@ from nnsym.symbol.symbol import Symbol as _Symbol
 
 _DType: _t.TypeAlias = str | type | _np.dtype[_t.Any]
 
+from nnsym.symbol import json_io as json_io
+from nnsym.symbol import naming as naming
+from nnsym.symbol import ops as ops
+from nnsym.symbol import random as random
+from nnsym.symbol import symbol as symbol
 from nnsym.symbol.naming import AttrScope as AttrScope
 from nnsym.symbol.symbol import Group as Group
 from nnsym.symbol.naming import NameManager as NameManager
@@ -19,15 +24,10 @@ from nnsym.symbol.symbol import Symbol as Symbol
 from nnsym.symbol.symbol import Variable as Variable
 from nnsym.symbol import _ns_internal as _internal
 from nnsym.symbol import _ns_contrib as contrib
-from nnsym.symbol import json_io as json_io
 from nnsym.symbol import _ns_linalg as linalg
 from nnsym.symbol.json_io import load as load
 from nnsym.symbol.symbol import load_json as load_json
-from nnsym.symbol import naming as naming
-from nnsym.symbol import ops as ops
-from nnsym.symbol import random as random
 from nnsym.symbol import _ns_sparse as sparse
-from nnsym.symbol import symbol as symbol
 from nnsym.symbol.symbol import var as var
 
 __all__ = [

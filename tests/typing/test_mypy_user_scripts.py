@@ -45,10 +45,12 @@ def test_user_script_type_checks(report):
     assert report[OK.name] == []
 
 
-def test_misspelled_operator_is_a_type_error(report):
+def test_misspelled_names_are_type_errors(report):
     errors = [ln for ln in report[TYPO.name] if ": error:" in ln]
     assert any(re.search(r'has no attribute "FullyConected"; maybe "FullyConnected"', ln)
                for ln in errors), errors
     assert any('Unexpected keyword argument "act_typ" for "Activation"' in ln
                for ln in errors), errors
-    assert len(errors) == 2, errors
+    assert any('has no attribute "sofmax"' in ln for ln in errors), errors
+    assert any('"NDArray" has no attribute "summ"' in ln for ln in errors), errors
+    assert len(errors) == 4, errors
