@@ -199,10 +199,11 @@ def public(ns: Any) -> Iterator[tuple[str, Any]]:
 
 def namespace_stub(ns: Any, fl: Flavor, home: str, subs: dict[str, Any],
                    local: Callable[[str, Any], str | None] | None = None,
-                   directory: Path | None = None) -> str:
+                   directory: Path | None = None, only: set[str] | None = None) -> str:
     """The stub of one namespace: operator functions, sub-namespaces and re-exports; with
     ``directory`` (a package's), its public submodules too, from the files (an attribute only
-    once something imports it, so not from the namespace: the stub must not depend on that)."""
+    once something imports it, so not from the namespace: the stub must not depend on that);
+    with ``only``, just those names."""
     ops: list[str] = []
     imports: list[str] = []
     exported: list[str] = []  # NOTE: __all__ exports aliases and beats a same-named submodule
@@ -212,6 +213,8 @@ def namespace_stub(ns: Any, fl: Flavor, home: str, subs: dict[str, Any],
                 imports.append(f"from {fl.package} import {f.stem} as {f.stem}\n")
                 exported.append(f.stem)
     for name, obj in public(ns):
+        if only is not None and name not in only:
+            continue
         if isinstance(obj, types.ModuleType) and not any(obj is m for m in subs.values()):
             continue  # a submodule (from the files above) or an imported module
         op = op_of(obj, fl)
@@ -281,7 +284,8 @@ def random_stub(mod: Any, fl: Flavor) -> str:
             parts.append(f"{p.name}: {t}{d}")
         return f"def {name}({', '.join(parts)}) -> {arr}: ...\n"
 
-    return namespace_stub(mod, fl, mod.__name__, {}, local)
+    # the module's own imports are not its API: its __all__ (the samplers) and install are
+    return namespace_stub(mod, fl, mod.__name__, {}, local, only={*mod.__all__, "install"})
 
 
 def fluent_stub(cls: type, fl: Flavor) -> str:
