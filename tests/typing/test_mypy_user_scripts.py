@@ -5,6 +5,7 @@ warn_return_any if the API returned Any), and misspelled operators and parameter
 from __future__ import annotations
 
 import re
+import runpy
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,12 @@ def test_misspelled_names_are_type_errors(report):
     assert any('has no attribute "sofmax"' in ln for ln in errors), errors
     assert any('"NDArray" has no attribute "summ"' in ln for ln in errors), errors
     assert len(errors) == 4, errors
+
+
+def test_user_script_runs(capsys):
+    """The typed script is a working program, not just one that type-checks."""
+    runpy.run_path(str(OK), run_name="__main__")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "[(4, 8), (16, 8), (16,), (3, 16), (3,), (4,)]"  # infer_shape's arguments
+    assert out[1] == "(4, 3)"  # the executor's output
+    assert out[-2] == "[1. 1. 1. 1.]"  # softmax rows from Module's forward sum to 1
