@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 mypy_api = pytest.importorskip("mypy.api")
+pytestmark = pytest.mark.xdist_group("typing_mypy")  # one worker runs mypy once for the file
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
