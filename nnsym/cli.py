@@ -210,15 +210,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     exe = s.simple_bind(grad_req="null", **{k: v for k, v in shapes.items() if k in free})
     for what, given, dest in (("argument", arg_params, exe.arg_dict),
                               ("auxiliary state", aux_params, exe.aux_dict)):
-        for k, v in given.items():
+        for k, arr in given.items():
             if k not in dest:
                 print(f"note: the checkpoint's {what} {k!r} is not used by the symbol",
                       file=out)
                 continue
-            if tuple(v.shape) != tuple(dest[k].shape):
-                raise NNSymError(f"checkpoint {what} {k!r} has shape {tuple(v.shape)}, the "
+            if tuple(arr.shape) != tuple(dest[k].shape):
+                raise NNSymError(f"checkpoint {what} {k!r} has shape {tuple(arr.shape)}, the "
                                  f"bound symbol needs {tuple(dest[k].shape)}")
-            v.copyto(dest[k])
+            arr.copyto(dest[k])
     rng = np.random.default_rng(0)
     for n in free:
         if n in inputs:
@@ -326,7 +326,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"== {name}: inferred shapes and dtypes for {given}")
         g = infer_graph(s, shapes, {})
         print(format_table(g))
-        arg, _, aux = s.infer_shape(**shapes)
+        arg, _, aux = s.infer_shape_partial(**shapes)  # complete: the demo gives every input
         n_params = sum(
             int(np.prod(sh))
             for n, sh in zip(s.list_arguments(), arg)

@@ -10,7 +10,7 @@ allocation or dictionary lookups per call.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -598,7 +598,7 @@ class Executor:
         return out
 
     # ------------------------------------------------------------------ running
-    def forward(self, is_train: bool = False, **kwargs: Any) -> list[NDArray]:
+    def forward(self, is_train: bool = False, **kwargs: NDArray | np.ndarray) -> list[NDArray]:
         """Run forward; keyword arrays are copied into the arguments first. Returns ``outputs``
         (the same storage every call: copy what must outlive the next forward)."""
         if kwargs:
@@ -635,8 +635,9 @@ class Executor:
             self._run_monitor(is_train)
         return list(self.outputs)
 
-    def set_monitor_callback(self, callback: Any, monitor_all: bool = False,
-                             active: Any = None) -> None:
+    def set_monitor_callback(self, callback: Callable[[str, NDArray], Any] | None,
+                             monitor_all: bool = False,
+                             active: Callable[[], bool] | None = None) -> None:
         """After each forward, call ``callback(name, array)`` for every node output of the
         graph (MXNet's names, e.g. ``fc1_output``), and with ``monitor_all`` for every
         argument too. ``active`` (nnsym's addition): a zero-argument callable saying whether
@@ -681,7 +682,8 @@ class Executor:
             else:
                 seg()
 
-    def backward(self, out_grads: Any = None, is_train: bool = True) -> None:
+    def backward(self, out_grads: NDArray | Sequence[NDArray | None] | Mapping[str, NDArray]
+                 | None = None, is_train: bool = True) -> None:
         """Run backward: gradients written into (or, for grad_req 'add', added to) grad_arrays.
         ``out_grads``: head gradients for the non-loss outputs (an NDArray, a list or a dict
         by output name)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -288,7 +288,8 @@ class KVStoreBase:
             raise ValueMismatchError(f"row_sparse_pull: key {key!r}: row_ids must be integers "
                                      f"in [0, {nrows}), got {raw.tolist()}")
         uniq = np.unique(ids)
-        held = nd.sparse.retain(stored, nd.array(uniq, dtype=np.int64))
+        # row_sparse data gives row_sparse
+        held = cast(RowSparseNDArray, nd.sparse.retain(stored, nd.array(uniq, dtype=np.int64)))
         held_ids = held.indices.asnumpy()
         data = np.zeros((uniq.size, *stored.shape[1:]), np.dtype(stored.dtype))
         data[np.searchsorted(uniq, held_ids)] = held.data.asnumpy()

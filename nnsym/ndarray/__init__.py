@@ -1,5 +1,7 @@
 """``nnsym.nd``: NDArray, creation functions and one imperative function per operator."""
 
+# NOTE: type checkers read the generated __init__.pyi (and the sub-namespaces' _ns_*.pyi) instead
+# of this file; after changing its public names run `python -m nnsym.devtools.stubs`.
 from __future__ import annotations
 
 import sys as _sys

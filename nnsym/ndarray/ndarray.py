@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numbers
 import threading
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -27,7 +27,13 @@ from nnsym.types import DispatchMode, SType, check_dims, dtype_of
 _CPU = cpu()
 
 
-class NDArray:
+if TYPE_CHECKING:  # the fluent methods (x.sum(1)) are added at import; their typed stub
+    from nnsym.ndarray._fluent_methods import NDArrayFluent as _Fluent
+else:
+    _Fluent = object
+
+
+class NDArray(_Fluent):
     """A dense array. Arithmetic with arrays broadcasts (``broadcast_*``), with scalars uses the
     ``_*_scalar`` operators, exactly as MXNet's NDArray does."""
 
@@ -100,7 +106,7 @@ class NDArray:
             raise TypeError("len() of a 0-d NDArray")
         return self.shape[0]
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[NDArray]:
         """The sub-arrays along the first axis (MXNet iterates through ``self[i]``)."""
         return (self[i] for i in range(len(self)))
 

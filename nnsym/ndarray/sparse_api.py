@@ -7,7 +7,7 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from nnsym.ndarray import sparse as _sparse
+import nnsym.ndarray.sparse as _sparse
 from nnsym.ndarray.ndarray import NDArray, invoke
 
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
+import nnsym.ndarray.sparse as sparse
 from nnsym.errors import ShapeError, StorageTypeError
 from nnsym.ir.opdef import OpDef, get_op
-from nnsym.ndarray import sparse
 from nnsym.ndarray.ndarray import NDArray, install_sparse
 from nnsym.ndarray.sparse import _assign, deliver, record, wrap
 from nnsym.ops.common.stype import Decision, infer_storage, on_fallback

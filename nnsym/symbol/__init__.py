@@ -5,6 +5,8 @@ Every registered operator name and alias becomes a function here; names starting
 ``nnsym.sym._internal``, and operators with sparse implementations in ``nnsym.sym.sparse``.
 """
 
+# NOTE: type checkers read the generated __init__.pyi (and the sub-namespaces' _ns_*.pyi) instead
+# of this file; after changing its public names run `python -m nnsym.devtools.stubs`.
 from __future__ import annotations
 
 import sys as _sys

@@ -6,11 +6,12 @@ import copy as _copy
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 import numpy as np
 
 from nnsym import fileio
+from nnsym.context import Context
 from nnsym.errors import (
     CompositionError,
     NNSymError,
@@ -32,6 +33,11 @@ from nnsym.passes.stype import infer_storage_type
 from nnsym.symbol.naming import AttrScope, NameManager
 from nnsym.types import SType, dtype_flag, dtype_of, from_mx_shape, to_mx_shape
 
+Shapes: TypeAlias = list[tuple[int, ...]]
+Types: TypeAlias = list[type]
+ArrayArgs: TypeAlias = Sequence[NDArray] | Mapping[str, NDArray]
+GradReq: TypeAlias = str | Sequence[str] | Mapping[str, str]
+
 # MXNet's kHiddenKeys: given as op kwargs or scope attrs they are stored as ``__key__``.
 HIDDEN_KEYS = ("ctx_group", "lr_mult", "wd_mult", "force_mirroring", "mirror_stage")
 
@@ -45,7 +51,13 @@ def normalize_attrs(attrs: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-class Symbol:
+if TYPE_CHECKING:  # the fluent methods (x.sum(1)) are added at import; their typed stub
+    from nnsym.symbol._fluent_methods import SymbolFluent as _Fluent
+else:
+    _Fluent = object
+
+
+class Symbol(_Fluent):
     """A list of output entries of a graph; immutable (composition returns a new Symbol)."""
 
     __slots__ = ("__weakref__", "_index", "_outputs")
@@ -333,22 +345,22 @@ class Symbol:
         raise NotImplementedForSymbol("bool")
 
     # NDArray-only methods MXNet's Symbol defines to raise NotImplementedForSymbol
-    def asnumpy(self) -> Any:
+    def asnumpy(self) -> NoReturn:
         raise NotImplementedForSymbol("asnumpy")
 
-    def asscalar(self) -> Any:
+    def asscalar(self) -> NoReturn:
         raise NotImplementedForSymbol("asscalar")
 
-    def as_in_context(self, *args: Any, **kwargs: Any) -> Any:
+    def as_in_context(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise NotImplementedForSymbol("as_in_context")
 
-    def wait_to_read(self) -> Any:
+    def wait_to_read(self) -> NoReturn:
         raise NotImplementedForSymbol("wait_to_read")
 
-    def backward(self, *args: Any, **kwargs: Any) -> Any:
+    def backward(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise NotImplementedForSymbol("backward")
 
-    def detach(self) -> Any:
+    def detach(self) -> NoReturn:
         raise NotImplementedForSymbol("detach")
 
     def __neg__(self) -> Symbol:
@@ -410,7 +422,8 @@ class Symbol:
         out = [vals[e] for e in idx.outputs]
         return arg, out, aux
 
-    def infer_shape(self, *args: Any, **kwargs: Any) -> tuple[Any, Any, Any]:
+    def infer_shape(self, *args: Any, **kwargs: Any
+                    ) -> tuple[Shapes, Shapes, Shapes] | tuple[None, None, None]:
         """``(arg_shapes, out_shapes, aux_shapes)``, or ``(None, None, None)`` when incomplete."""
         arg, out, aux = self._infer("shape", args, kwargs)
         if any(not _complete(s) for s in (*arg, *out, *aux)):
@@ -425,12 +438,13 @@ class Symbol:
             return None, None, None
         return _mx_shapes(arg), _mx_shapes(out), _mx_shapes(aux)
 
-    def infer_shape_partial(self, *args: Any, **kwargs: Any) -> tuple[Any, Any, Any]:
+    def infer_shape_partial(self, *args: Any, **kwargs: Any) -> tuple[Shapes, Shapes, Shapes]:
         """Like ``infer_shape`` but returns what is known (``()`` / ``0`` for unknown)."""
         arg, out, aux = self._infer("shape", args, kwargs)
         return _mx_shapes(arg), _mx_shapes(out), _mx_shapes(aux)
 
-    def infer_type(self, *args: Any, **kwargs: Any) -> tuple[Any, Any, Any]:
+    def infer_type(self, *args: Any, **kwargs: Any
+                   ) -> tuple[Types, Types, Types] | tuple[None, None, None]:
         """``(arg_types, out_types, aux_types)`` as numpy types, or ``(None, None, None)``."""
         arg, out, aux = self._infer("dtype", args, kwargs)
         if any(t is None for t in (*arg, *out, *aux)):
@@ -443,11 +457,13 @@ class Symbol:
             return None, None, None
         return _np_types(arg), _np_types(out), _np_types(aux)
 
-    def infer_type_partial(self, *args: Any, **kwargs: Any) -> tuple[Any, Any, Any]:
+    def infer_type_partial(self, *args: Any, **kwargs: Any
+                           ) -> tuple[list[type | None], list[type | None], list[type | None]]:
         arg, out, aux = self._infer("dtype", args, kwargs)
         return _np_types(arg), _np_types(out), _np_types(aux)
 
-    def infer_storage_type(self, *args: Any, **kwargs: Any) -> tuple[list, list, list]:
+    def infer_storage_type(self, *args: Any, **kwargs: Any
+                           ) -> tuple[list[str], list[str], list[str]]:
         """``(arg_stypes, out_stypes, aux_stypes)`` as ``'default' | 'row_sparse' | 'csr'``,
         from the given argument storage types (unlisted ones: their ``stype`` attribute, else
         default). Raises StorageTypeError where an operator refuses the combination."""
@@ -465,8 +481,10 @@ class Symbol:
 
     # ------------------------------------------------------------------ serialization
     # ------------------------------------------------------------------ binding
-    def bind(self, ctx: Any, args: Any, args_grad: Any = None, grad_req: Any = "write",
-             aux_states: Any = None, group2ctx: Any = None, shared_exec: Any = None) -> Any:
+    def bind(self, ctx: Context | None, args: ArrayArgs,
+             args_grad: Sequence[NDArray | None] | Mapping[str, NDArray] | None = None,
+             grad_req: GradReq = "write", aux_states: ArrayArgs | None = None,
+             group2ctx: Any = None, shared_exec: Executor | None = None) -> Executor:
         """An Executor over the given arrays (used as they are: later writes to them are seen).
         ``args``/``args_grad``/``aux_states``: lists in ``list_arguments`` /
         ``list_auxiliary_states`` order or dicts by name; ``grad_req``: 'write', 'add' or
@@ -474,9 +492,13 @@ class Symbol:
         _unsupported(group2ctx=group2ctx, shared_exec=shared_exec)
         return Executor(self, ctx, args, args_grad, grad_req, aux_states)
 
-    def simple_bind(self, ctx: Any = None, grad_req: Any = "write", type_dict: Any = None,
-                    stype_dict: Any = None, group2ctx: Any = None, shared_arg_names: Any = None,
-                    shared_exec: Any = None, shared_buffer: Any = None, **kwargs: Any) -> Any:
+    def simple_bind(self, ctx: Context | None = None, grad_req: GradReq = "write",
+                    type_dict: Mapping[str, Any] | None = None,
+                    stype_dict: Mapping[str, str] | None = None, group2ctx: Any = None,
+                    shared_arg_names: Sequence[str] | None = None,
+                    shared_exec: Executor | None = None,
+                    shared_buffer: dict[str, NDArray] | None = None,
+                    **kwargs: Sequence[int]) -> Executor:
         """Infer every shape and dtype from the given input shapes (and ``type_dict``; float32
         otherwise), allocate zero-filled arguments, gradients and auxiliary states, and bind.
 
@@ -507,6 +529,8 @@ class Symbol:
         shared = set(shared_arg_names or ())
         if shared and shared_exec is None:
             raise BindError("shared_arg_names needs shared_exec")
+        sh_args, sh_grads = ((shared_exec.arg_dict, shared_exec.grad_dict)
+                             if shared_exec is not None else ({}, {}))
 
         def alloc(key: str, shape: tuple[int, ...], dtype: np.dtype,
                   st: str = "default") -> NDArray:
@@ -540,7 +564,7 @@ class Symbol:
         shapes = _mx_shapes(arg_s)
         dtypes = [np.dtype(t or f32) for t in arg_t]
         arg_st = self._arg_stypes(stype_dict)
-        args = [from_exec(f"argument {n!r}", shared_exec.arg_dict.get(n), s, t) if n in shared
+        args = [from_exec(f"argument {n!r}", sh_args.get(n), s, t) if n in shared
                 else take(n, s, t) if st == "default" else alloc(n, s, t, st)
                 for n, s, t, st in zip(names, shapes, dtypes, arg_st)]
         if shared_exec is not None:
@@ -552,7 +576,7 @@ class Symbol:
                    for n, s, t in zip(aux_names, _mx_shapes(aux_s), aux_t)]
         reqs = _reqs(grad_req, names, args)
         grads = [None if r == "null" else
-                 from_exec(f"gradient of {n!r}", shared_exec.grad_dict.get(n), s, t)
+                 from_exec(f"gradient of {n!r}", sh_grads.get(n), s, t)
                  if n in shared else take("grad of " + n, s, t)
                  for n, r, s, t in zip(names, reqs, shapes, dtypes)]
         return Executor(self, ctx, args, grads, reqs, aux,
