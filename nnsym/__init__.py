@@ -5,6 +5,7 @@ from __future__ import annotations
 from nnsym import (
     callback,
     context,
+    executor,
     initializer,
     io,
     kvstore,
@@ -57,6 +58,7 @@ __all__ = [
     "context",
     "cpu",
     "current_context",
+    "executor",
     "get_num_threads",
     "gpu",
     "init",
