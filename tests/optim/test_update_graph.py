@@ -173,3 +173,32 @@ def test_bad_state_shape_names_the_input():
     s = _symbol("_contrib_group_adagrad_update", {"lr": 0.1})
     with pytest.raises(NNSymError, match="history"):
         s.infer_shape(weight=(3, 4), history=(3, 4))
+
+
+def test_mixed_precision_lamb_phases_float16_weight():
+    """MXNet's mp_lamb_update_phase1 takes a float16 weight and gradient and returns a float32
+    direction; phase 2 returns the float16 weight and leaves weight32 as it was."""
+    rng = np.random.default_rng(2)
+    w32 = rng.uniform(0.1, 1, (3, 4)).astype(np.float32)
+    w16, g16 = w32.astype(np.float16), rng.uniform(-1, 1, (3, 4)).astype(np.float16)
+    mean, var = np.zeros((3, 4), np.float32), np.full((3, 4), 0.5, np.float32)
+    raw = {"t": 2, "wd": 0.01}
+    s = _symbol("mp_lamb_update_phase1", raw)
+    exe = s.bind(None, {"weight": as_nd(w16), "grad": as_nd(g16), "weight32": as_nd(w32)},
+                 aux_states={"mean": as_nd(mean), "var": as_nd(var)})
+    d = exe.forward()[0]
+    assert d.dtype == np.float32
+    p, _ = REGISTRY["mp_lamb_update_phase1"].parse_params(raw)
+    want, states = update_reference("mp_lamb_update_phase1", p, w16, g16, mean, var, w32)
+    np.testing.assert_allclose(d.asnumpy(), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(exe.aux_dict["var"].asnumpy(), states[3], rtol=1e-6)
+
+    s = _symbol("mp_lamb_update_phase2", {"lr": 0.1})
+    r1, r2 = np.array([2.0], np.float32), np.array([4.0], np.float32)
+    exe = s.bind(None, {"weight": as_nd(w16), "g": as_nd(d.asnumpy()), "r1": as_nd(r1),
+                        "r2": as_nd(r2)}, aux_states={"weight32": as_nd(w32)})
+    out = exe.forward()[0]
+    assert out.dtype == np.float16
+    want = (w32 - np.float32(0.1 * 0.5) * d.asnumpy()).astype(np.float16)
+    np.testing.assert_array_equal(out.asnumpy(), want)
+    np.testing.assert_array_equal(exe.aux_dict["weight32"].asnumpy(), w32)

@@ -292,6 +292,13 @@ UPDATES: tuple[Update, ...] = (
 BY_NAME = {u.name: u for u in UPDATES}
 
 
+def scalars(u: Update, p: Any) -> tuple[float, ...]:
+    """The kernel's 12 scalars (doubles, rounded to the compute type once in the kernel). The
+    parameters are the parsed doubles, as the ``nd`` update functions pass them; MXNet holds
+    float parameters as float32 (a float64 update can differ in the last digits)."""
+    return u.scalars(p)
+
+
 # ---------------------------------------------------------------------------- rules
 def _shape_of(u: Update, i: int, w: tuple[Any, ...]) -> tuple[Any, ...]:
     """The shape input ``i`` must have for a weight of shape ``w``."""
@@ -381,7 +388,7 @@ def _lowering(u: Update) -> Callable[[KernelCall], Lowered]:
             cdtype="float32" if u.mp else dt.name, nstates=u.nstates, mp=u.mp,
             req=call.out_req(0))
         ia = (int(w[0]), size(w[1:])) if u.op == "group_adagrad" else (size(w),)
-        return Lowered((Launch(spec, ia, u.scalars(p)),))
+        return Lowered((Launch(spec, ia, scalars(u, p)),))
 
     return lower
 
@@ -486,13 +493,14 @@ def update_reference(name: str, p: Any, *ins: np.ndarray) -> tuple[np.ndarray,
     kernel's compute dtype (inputs untouched)."""
     u = BY_NAME[name]
     ct = F32 if u.mp else (F32 if ins[0].dtype.itemsize < 4 else ins[0].dtype)
-    lr, wd, rs, cl, p0, p1, p2, p3, p4, _, _, eps = (ct.type(x) for x in u.scalars(p))
+    sc = scalars(u, p)
+    lr, wd, rs, cl, p0, p1, p2, p3, p4, _, _, eps = (ct.type(x) for x in sc)
     if u.op == "lamb2":
         n1, n2 = float(ins[2].reshape(-1)[0]), float(ins[3].reshape(-1)[0])
-        lb, ub = u.scalars(p)[4], u.scalars(p)[5]
+        lb, ub = sc[4], sc[5]
         n1 = max(n1, lb) if lb >= 0 else n1
         n1 = min(n1, ub) if ub >= 0 else n1
-        lr = ct.type(u.scalars(p)[0] * (1.0 if n1 == 0 or n2 == 0 else n1 / n2))
+        lr = ct.type(sc[0] * (1.0 if n1 == 0 or n2 == 0 else n1 / n2))
     one = ct.type(1)
     nst = u.nstates
     w = (ins[-1] if u.mp else ins[0]).astype(ct)
@@ -500,7 +508,7 @@ def update_reference(name: str, p: Any, *ins: np.ndarray) -> tuple[np.ndarray,
     s = [ins[2 + k].astype(ct) for k in range(nst)]
 
     def clip(x: np.ndarray) -> np.ndarray:
-        return np.clip(x, -cl, cl) if u.scalars(p)[3] >= 0 else x
+        return np.clip(x, -cl, cl) if sc[3] >= 0 else x
 
     out = None
     op = u.op
@@ -534,7 +542,7 @@ def update_reference(name: str, p: Any, *ins: np.ndarray) -> tuple[np.ndarray,
             s[1] = (one - p0) * gr + p0 * s[1]
             s[2] = p1 * s[2] - lr * (gr / np.sqrt(s[0] - s[1] * s[1] + eps))
             w = w + s[2]
-        if u.scalars(p)[7] >= 0:
+        if sc[7] >= 0:
             w = np.clip(w, -p3, p3)
     elif op == "ftml":
         gr = clip(rs * g + wd * w)
