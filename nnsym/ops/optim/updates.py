@@ -675,6 +675,8 @@ def _register(u: Update) -> OpDef:
         reference=_reference(u.name),
         kernels={DENSE: Kernel(_lowering(u))},
         stype_rules=_stype_rules(u),
+        # the kernel reads each weight element before writing that output element
+        inplace=((0, 0),),
         # NOTE: an update step, not a function of its inputs to differentiate (MXNet registers
         # no gradient either); its states change in place.
         differentiable=False,
