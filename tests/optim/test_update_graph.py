@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from nnsym import nd, sym
-from nnsym.errors import NNSymError
+from nnsym.errors import NNSymError, StorageTypeError
 from nnsym.ops import REGISTRY
 from nnsym.ops.optim.updates import BY_NAME, UPDATES, update_reference
 from nnsym.testing import as_nd, make_inputs
@@ -202,3 +202,59 @@ def test_mixed_precision_lamb_phases_float16_weight():
     want = (w32 - np.float32(0.1 * 0.5) * d.asnumpy()).astype(np.float16)
     np.testing.assert_array_equal(out.asnumpy(), want)
     np.testing.assert_array_equal(exe.aux_dict["weight32"].asnumpy(), w32)
+
+
+def test_row_sparse_ftrl_updates_row_sparse_states_lazily():
+    """MXNet's sparse FTRL: row_sparse weight, gradient and states; only the gradient's rows
+    change, the states (storing every row) in place."""
+    rng = np.random.default_rng(3)
+    w = rng.uniform(-1, 1, (5, 3)).astype(np.float32)
+    g = np.zeros_like(w)
+    g[[0, 3]] = rng.uniform(-1, 1, (2, 3))
+    z, n = rng.uniform(-1, 1, w.shape).astype(np.float32), np.full(w.shape, 0.5, np.float32)
+    raw = {"lr": 0.1, "lamda1": 0.01, "wd": 0.01}
+    s = _symbol("ftrl_update", raw)
+    exe = s.bind(None, {"weight": nd.array(w).tostype("row_sparse"),
+                        "grad": nd.array(g).tostype("row_sparse")},
+                 aux_states={"z": nd.array(z).tostype("row_sparse"),
+                             "n": nd.array(n).tostype("row_sparse")})
+    out = exe.forward()[0]
+    assert out.stype == "row_sparse"
+    p, _ = REGISTRY["ftrl_update"].parse_params(raw)
+    want, states = update_reference("ftrl_update", p, w, g, z, n)
+    rows, other = [0, 3], [1, 2, 4]
+    np.testing.assert_allclose(out.asnumpy()[rows], want[rows], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(out.asnumpy()[other], w[other])
+    for name, i, before in (("z", 2, z), ("n", 3, n)):
+        got = exe.aux_dict[name]
+        assert got.stype == "row_sparse"
+        np.testing.assert_allclose(got.asnumpy()[rows], states[i][rows], rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(got.asnumpy()[other], before[other])
+
+
+def test_row_sparse_gradient_without_a_sparse_kernel_updates_dense_states():
+    """signum_update has no sparse kernel in MXNet (a dense fallback): the standard update
+    with absent rows at gradient 0, the dense state still updated in place."""
+    w = np.ones((4, 3), np.float32)
+    g = np.zeros_like(w)
+    g[1] = 1
+    s = _symbol("signum_update", {"lr": 0.1, "momentum": 0.5})
+    exe = s.bind(None, {"weight": nd.array(w), "grad": nd.array(g).tostype("row_sparse")},
+                 aux_states={"mom": nd.array(np.full_like(w, 0.5))})
+    out = exe.forward()[0].asnumpy()
+    p, _ = REGISTRY["signum_update"].parse_params({"lr": 0.1, "momentum": 0.5})
+    want, states = update_reference("signum_update", p, w, g, np.full_like(w, 0.5))
+    np.testing.assert_allclose(out, want, rtol=1e-6)
+    np.testing.assert_allclose(exe.aux_dict["mom"].asnumpy(), states[2], rtol=1e-6)
+
+
+def test_partial_row_sparse_state_is_refused():
+    s = _symbol("ftrl_update", {"lr": 0.1})
+    z = np.zeros((4, 3), np.float32)
+    z[1] = 1
+    w = nd.array(np.ones((4, 3), np.float32)).tostype("row_sparse")
+    exe = s.bind(None, {"weight": w, "grad": nd.array(np.ones((4, 3))).tostype("row_sparse")},
+                 aux_states={"z": nd.array(z).tostype("row_sparse"),
+                             "n": nd.array(np.ones((4, 3))).tostype("row_sparse")})
+    with pytest.raises(StorageTypeError, match="every row"):
+        exe.forward()

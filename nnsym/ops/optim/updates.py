@@ -394,9 +394,10 @@ def _lowering(u: Update) -> Callable[[KernelCall], Lowered]:
 
 
 # ---------------------------------------------------------------------------- row_sparse
-def _dense_rows(r: Storage, what: str, dtype: np.dtype, state: bool) -> np.ndarray:
+def _dense_rows(r: Storage, what: str, dtype: np.dtype | None, state: bool) -> np.ndarray:
     """The (rows, ...) values of a weight or state record. A state is updated in place, so it
-    must be dense or a row_sparse array storing every row; a weight's absent rows are 0."""
+    must be dense or a row_sparse array storing every row; a weight's absent rows are 0.
+    ``dtype``: the one the row_sparse C kernels need (None: any)."""
     if isinstance(r, np.ndarray):
         a = r
     elif isinstance(r, Rsp):
@@ -411,7 +412,7 @@ def _dense_rows(r: Storage, what: str, dtype: np.dtype, state: bool) -> np.ndarr
             a[r.indices] = r.data
     else:
         raise StorageTypeError(f"{what}: a csr array cannot be an optimizer weight or state")
-    if a.dtype != dtype or a.dtype not in kernels.DTYPE_SET:
+    if dtype is not None and (a.dtype != dtype or a.dtype not in kernels.DTYPE_SET):
         raise NoKernelError(f"{what} is {a.dtype}: row_sparse updates run float32 or float64, "
                             f"with the weight's dtype ({dtype})")
     if state and not (a.flags.c_contiguous and a.flags.writeable):
@@ -474,6 +475,48 @@ def _dense_call(u: Update, p: Any, w: np.ndarray, g: np.ndarray,
                             p.wd, p.rescale_grad, p.clip_gradient)
 
 
+def generic_update(env: Env, call: StorageCall, ins: Sequence[Storage]) -> list[Any]:
+    """A row_sparse weight or a sparse gradient through the dense kernel, states updated in
+    place (a row_sparse state must store every row). Lazy (only the gradient's rows change)
+    when ``lazy_update`` says so, and for ``ftrl_update`` with row_sparse weight and gradient
+    (MXNet's sparse FTRL); else the standard update, absent gradient rows being 0."""
+    u, p = BY_NAME[call.op.name], call.params
+    wrec, grec, *srecs = ins
+    w = _dense_rows(wrec, f"{u.name} weight", None, state=False).copy()
+    states = [_dense_rows(s, f"{u.name} {n}", None, state=True) if isinstance(s, Rsp)
+              else _dense_rows(s, f"{u.name} {n}", None, state=s.shape == w.shape)
+              for s, n in zip(srecs, u.inputs[2:])]
+    if u.op == "ftrl":
+        lazy = isinstance(wrec, Rsp) and isinstance(grec, Rsp)
+    else:
+        lazy = isinstance(grec, Rsp) and bool(getattr(p, "lazy_update", False))
+    if lazy:
+        assert isinstance(grec, Rsp)
+        rows = grec.indices
+        rowwise = [s.shape == w.shape for s in states]
+        sub_states = [s[rows] if rw else s for s, rw in zip(states, rowwise)]
+        new = env.dense(call.op, call.raw, [w[rows], np.ascontiguousarray(grec.data),
+                                            *sub_states])[0]
+        w[rows] = new
+        for s, ss, rw in zip(states, sub_states, rowwise):
+            if rw:
+                s[rows] = ss
+    else:
+        if isinstance(grec, np.ndarray):
+            g = grec
+        elif isinstance(grec, Rsp):
+            g = np.zeros(grec.shape, grec.data.dtype)
+            g[grec.indices] = grec.data
+        else:
+            g = np.zeros(grec.shape, grec.data.dtype)
+            rows = np.repeat(np.arange(grec.shape[0]), np.diff(grec.indptr))
+            g[rows, grec.indices] = grec.data
+        w = env.dense(call.op, call.raw, [w, g, *states], out=w)[0]
+    if call.out_stypes[0] is RSP:
+        return [Rsp(w, np.arange(w.shape[0], dtype=np.int64), tuple(w.shape))]
+    return [w]
+
+
 def _stype_rules(u: Update) -> tuple[StypeRule, ...]:
     ex = DispatchMode.FCOMPUTE_EX
     rest = (None,) * (len(u.inputs) - 2)
@@ -483,7 +526,13 @@ def _stype_rules(u: Update) -> tuple[StypeRule, ...]:
     if u.op == "group_adagrad":
         return (StypeRule((RSP, RSP, DNS), (RSP,), ex, kernel=rsp_update),
                 StypeRule((DNS, RSP, DNS), (DNS,), ex, kernel=rsp_update))
-    return ()
+    # NOTE: not a storage fallback, which would update densified copies of the states
+    # a row_sparse weight gives a row_sparse result only for ftrl (MXNet's sparse FTRL); the
+    # others give MXNet's fallback result, dense
+    out = RSP if u.op == "ftrl" else DNS
+    return (StypeRule((RSP, *(None,) * (len(u.inputs) - 1)), (out,), ex, kernel=generic_update),
+            StypeRule((None, RSP, *rest), (DNS,), ex, kernel=generic_update),
+            StypeRule((None, SType.CSR, *rest), (DNS,), ex, kernel=generic_update))
 
 
 # ---------------------------------------------------------------------------- reference
