@@ -206,6 +206,14 @@ def _finish(weight: NDArray, ops: _Operands, out: NDArray | None) -> NDArray:
 def sgd_update(weight: NDArray, grad: NDArray, lr: float, wd: float = 0.0,
                rescale_grad: float = 1.0, clip_gradient: float = -1.0,
                lazy_update: bool = True, out: NDArray | None = None, **_: Any) -> NDArray:
+    # MXNet's form (without out= the weight is updated in place here too); float16 keeps the
+    # numpy path below, which rounds after each operation
+    if out is weight and type(weight) is NDArray and weight._data.dtype in optim.DTYPE_SET:
+        r = _registered("sgd_update", (weight, grad),
+                        {"lr": lr, "wd": wd, "rescale_grad": rescale_grad,
+                         "clip_gradient": clip_gradient, "lazy_update": lazy_update}, out)
+        if r is not None:
+            return r
     ops = _Operands(weight, (), grad, lazy_update, "sgd_update")
     w, grad = ops.w, ops.grad
     k = _kernel_path(w, (), grad, lazy_update)
@@ -230,6 +238,13 @@ def sgd_mom_update(weight: NDArray, grad: NDArray, mom: NDArray, lr: float,
                    momentum: float = 0.0, wd: float = 0.0, rescale_grad: float = 1.0,
                    clip_gradient: float = -1.0, lazy_update: bool = True,
                    out: NDArray | None = None, **_: Any) -> NDArray:
+    if out is weight and type(weight) is NDArray and weight._data.dtype in optim.DTYPE_SET:
+        r = _registered("sgd_mom_update", (weight, grad, mom),
+                        {"lr": lr, "momentum": momentum, "wd": wd,
+                         "rescale_grad": rescale_grad, "clip_gradient": clip_gradient,
+                         "lazy_update": lazy_update}, out)
+        if r is not None:
+            return r
     ops = _Operands(weight, (mom,), grad, lazy_update, "sgd_mom_update")
     w, m, grad = ops.w, ops.states[0], ops.grad
     assert m is not None
@@ -260,6 +275,13 @@ def adam_update(weight: NDArray, grad: NDArray, mean: NDArray, var: NDArray, lr:
                 beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-8,
                 wd: float = 0.0, rescale_grad: float = 1.0, clip_gradient: float = -1.0,
                 lazy_update: bool = True, out: NDArray | None = None, **_: Any) -> NDArray:
+    if out is weight and type(weight) is NDArray and weight._data.dtype in optim.DTYPE_SET:
+        r = _registered("adam_update", (weight, grad, mean, var),
+                        {"lr": lr, "beta1": beta1, "beta2": beta2, "epsilon": epsilon, "wd": wd,
+                         "rescale_grad": rescale_grad, "clip_gradient": clip_gradient,
+                         "lazy_update": lazy_update}, out)
+        if r is not None:
+            return r
     ops = _Operands(weight, (mean, var), grad, lazy_update, "adam_update")
     w, (m, v), grad = ops.w, ops.states, ops.grad
     assert m is not None and v is not None
