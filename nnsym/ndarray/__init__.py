@@ -54,6 +54,9 @@ from nnsym.ndarray.optim_ops import (  # noqa: E402
 )
 
 sparse.adagrad_update = adagrad_update
+# the sparse namespace's update operators are these nd functions too (out=, partial states)
+sparse.sgd_update, sparse.sgd_mom_update = sgd_update, sgd_mom_update
+sparse.adam_update, sparse.ftrl_update = adam_update, ftrl_update
 random.install(_functions)
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from nnsym.codegen import compiler
 from nnsym.errors import OperatorParamError, ShapeError, StorageTypeError
-from nnsym.ndarray.ndarray import NDArray
+from nnsym.ndarray.ndarray import NDArray, invoke
 from nnsym.ndarray.sparse import BaseSparseNDArray, RowSparseNDArray
 from nnsym.ops.optim import kernels as optim
 
@@ -206,6 +206,14 @@ def _finish(weight: NDArray, ops: _Operands, out: NDArray | None) -> NDArray:
 def sgd_update(weight: NDArray, grad: NDArray, lr: float, wd: float = 0.0,
                rescale_grad: float = 1.0, clip_gradient: float = -1.0,
                lazy_update: bool = True, out: NDArray | None = None, **_: Any) -> NDArray:
+    # MXNet's form (without out= the weight is updated in place here too); float16 keeps the
+    # numpy path below, which rounds after each operation
+    if out is weight and type(weight) is NDArray and weight._data.dtype in optim.DTYPE_SET:
+        r = _registered("sgd_update", (weight, grad),
+                        {"lr": lr, "wd": wd, "rescale_grad": rescale_grad,
+                         "clip_gradient": clip_gradient, "lazy_update": lazy_update}, out)
+        if r is not None:
+            return r
     ops = _Operands(weight, (), grad, lazy_update, "sgd_update")
     w, grad = ops.w, ops.grad
     k = _kernel_path(w, (), grad, lazy_update)
@@ -230,6 +238,13 @@ def sgd_mom_update(weight: NDArray, grad: NDArray, mom: NDArray, lr: float,
                    momentum: float = 0.0, wd: float = 0.0, rescale_grad: float = 1.0,
                    clip_gradient: float = -1.0, lazy_update: bool = True,
                    out: NDArray | None = None, **_: Any) -> NDArray:
+    if out is weight and type(weight) is NDArray and weight._data.dtype in optim.DTYPE_SET:
+        r = _registered("sgd_mom_update", (weight, grad, mom),
+                        {"lr": lr, "momentum": momentum, "wd": wd,
+                         "rescale_grad": rescale_grad, "clip_gradient": clip_gradient,
+                         "lazy_update": lazy_update}, out)
+        if r is not None:
+            return r
     ops = _Operands(weight, (mom,), grad, lazy_update, "sgd_mom_update")
     w, m, grad = ops.w, ops.states[0], ops.grad
     assert m is not None
@@ -260,6 +275,13 @@ def adam_update(weight: NDArray, grad: NDArray, mean: NDArray, var: NDArray, lr:
                 beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-8,
                 wd: float = 0.0, rescale_grad: float = 1.0, clip_gradient: float = -1.0,
                 lazy_update: bool = True, out: NDArray | None = None, **_: Any) -> NDArray:
+    if out is weight and type(weight) is NDArray and weight._data.dtype in optim.DTYPE_SET:
+        r = _registered("adam_update", (weight, grad, mean, var),
+                        {"lr": lr, "beta1": beta1, "beta2": beta2, "epsilon": epsilon, "wd": wd,
+                         "rescale_grad": rescale_grad, "clip_gradient": clip_gradient,
+                         "lazy_update": lazy_update}, out)
+        if r is not None:
+            return r
     ops = _Operands(weight, (mean, var), grad, lazy_update, "adam_update")
     w, (m, v), grad = ops.w, ops.states, ops.grad
     assert m is not None and v is not None
@@ -455,6 +477,22 @@ def ext_update(op: str, weight: NDArray, grad: NDArray, states: tuple[NDArray | 
 
 
 # ---------------------------------------------------------------------- MXNet's operators
+_FLOATS = frozenset(np.dtype(d) for d in ("float16", "float32", "float64"))
+
+
+def _registered(name: str, arrays: tuple[Any, ...], params: dict[str, Any],
+                out: NDArray | None) -> NDArray | None:
+    """The registered operator ``name`` (``nnsym.ops.optim.updates``: its dense kernel, states
+    updated in place) when every array is a dense cpu float NDArray and the C backend runs;
+    None otherwise (the callers' own path: row_sparse, gpu, the numpy backend)."""
+    if compiler.backend() != "c" or (out is not None and type(out) is not NDArray):
+        return None
+    for a in arrays:
+        if type(a) is not NDArray or a._data.dtype not in _FLOATS:
+            return None
+    return invoke(name, list(arrays), params, out=out)[0]
+
+
 def _into(weight: NDArray, out: NDArray | None, step: Any) -> NDArray:
     """Run ``step(target)`` (an in-place update) on the weight when ``out`` is the weight, else
     on a copy that becomes ``out`` (or is returned): as MXNet, the weight itself changes only
@@ -474,6 +512,9 @@ def signsgd_update(weight: NDArray, grad: NDArray, lr: float, wd: float = 0.0,
                    rescale_grad: float = 1.0, clip_gradient: float = -1.0,
                    out: NDArray | None = None) -> NDArray:
     """``w = (1 - lr*wd)*w - lr*sign(g)`` (MXNet ignores rescale_grad and clip_gradient)."""
+    r = _registered("signsgd_update", (weight, grad), {"lr": lr, "wd": wd}, out)
+    if r is not None:
+        return r
     return _into(weight, out, lambda t: ext_update("signsgd", t, grad, (), lr, wd))
 
 
@@ -483,6 +524,11 @@ def signum_update(weight: NDArray, grad: NDArray, mom: NDArray, lr: float,
                   out: NDArray | None = None) -> NDArray:
     """``m = momentum*m - (1-momentum)*(wd*w + clip(rescale*g)); w = (1-lr*wd_lh)*w +
     lr*sign(m)``."""
+    r = _registered("signum_update", (weight, grad, mom),
+                    {"lr": lr, "momentum": momentum, "wd": wd, "rescale_grad": rescale_grad,
+                     "clip_gradient": clip_gradient, "wd_lh": wd_lh}, out)
+    if r is not None:
+        return r
     return _into(weight, out, lambda t: ext_update(
         "signum", t, grad, (mom,), lr, wd, rescale_grad, clip_gradient,
         params=(momentum, wd_lh)))
@@ -495,6 +541,11 @@ def nag_mom_update(weight: NDArray, grad: NDArray, mom: NDArray, lr: float,
     ``w' = w + momentum^2*m - (1+momentum)*lr*(g + wd*w); m = momentum*m - lr*(g + wd*w')``.
     (With ``out`` other than the weight MXNet's momentum would use the old weight; here it is
     always the in-place result.)"""
+    r = _registered("nag_mom_update", (weight, grad, mom),
+                    {"lr": lr, "momentum": momentum, "wd": wd, "rescale_grad": rescale_grad,
+                     "clip_gradient": clip_gradient}, out)
+    if r is not None:
+        return r
     return _into(weight, out, lambda t: ext_update(
         "nag_mom", t, grad, (mom,), lr, wd, rescale_grad, clip_gradient, params=(momentum,)))
 
@@ -505,6 +556,12 @@ def rmsprop_update(weight: NDArray, grad: NDArray, n: NDArray, lr: float,
                    clip_weights: float = -1.0, out: NDArray | None = None) -> NDArray:
     """``g = clip(rescale*g + wd*w); n = (1-gamma1)*g^2 + gamma1*n;
     w = clip_weights(w - lr*g/sqrt(n + epsilon))``."""
+    r = _registered("rmsprop_update", (weight, grad, n),
+                    {"lr": lr, "gamma1": gamma1, "epsilon": epsilon, "wd": wd,
+                     "rescale_grad": rescale_grad, "clip_gradient": clip_gradient,
+                     "clip_weights": clip_weights}, out)
+    if r is not None:
+        return r
     return _into(weight, out, lambda t: ext_update(
         "rmsprop", t, grad, (n,), lr, wd, rescale_grad, clip_gradient, epsilon,
         params=(gamma1, 0.0, 0.0, clip_weights)))
@@ -516,6 +573,12 @@ def rmspropalex_update(weight: NDArray, grad: NDArray, n: NDArray, g: NDArray,
                        clip_gradient: float = -1.0, clip_weights: float = -1.0,
                        out: NDArray | None = None) -> NDArray:
     """Centered RMSProp (Graves): n, g, delta updated; ``w += delta`` then clip_weights."""
+    r = _registered("rmspropalex_update", (weight, grad, n, g, delta),
+                    {"lr": lr, "gamma1": gamma1, "gamma2": gamma2, "epsilon": epsilon, "wd": wd,
+                     "rescale_grad": rescale_grad, "clip_gradient": clip_gradient,
+                     "clip_weights": clip_weights}, out)
+    if r is not None:
+        return r
     return _into(weight, out, lambda t: ext_update(
         "rmspropalex", t, grad, (n, g, delta), lr, wd, rescale_grad, clip_gradient, epsilon,
         params=(gamma1, gamma2, 0.0, clip_weights)))
@@ -527,6 +590,11 @@ def ftml_update(weight: NDArray, grad: NDArray, d: NDArray, v: NDArray, z: NDArr
                 clip_grad: float = -1.0, out: NDArray | None = None) -> NDArray:
     """FTML step ``t`` (1-based, required): d, v, z updated, ``w = -z/d``."""
     t = _step_number(t, "ftml_update")
+    r = _registered("ftml_update", (weight, grad, d, v, z),
+                    {"lr": lr, "beta1": beta1, "beta2": beta2, "epsilon": epsilon, "t": t,
+                     "wd": wd, "rescale_grad": rescale_grad, "clip_grad": clip_grad}, out)
+    if r is not None:
+        return r
     return _into(weight, out, lambda tw: ext_update(
         "ftml", tw, grad, (d, v, z), lr, wd, rescale_grad, clip_grad, epsilon,
         params=(beta1, beta2, 1.0 - beta1 ** t, 1.0 - beta2 ** t)))
@@ -538,6 +606,11 @@ def ftrl_update(weight: NDArray, grad: NDArray, z: NDArray, n: NDArray, lr: floa
                 out: NDArray | None = None) -> NDArray:
     """FTRL-Proximal; a row_sparse weight with a row_sparse gradient updates only its rows."""
     lazy = isinstance(weight, RowSparseNDArray) and isinstance(grad, RowSparseNDArray)
+    r = _registered("ftrl_update", (weight, grad, z, n),
+                    {"lr": lr, "lamda1": lamda1, "beta": beta, "wd": wd,
+                     "rescale_grad": rescale_grad, "clip_gradient": clip_gradient}, out)
+    if r is not None:
+        return r
     return _into(weight, out, lambda t: ext_update(
         "ftrl", t, grad, (z, n), lr, wd, rescale_grad, clip_gradient,
         params=(lamda1, beta), lazy_update=lazy))
@@ -557,6 +630,12 @@ def lamb_update_phase1(weight: NDArray, grad: NDArray, mean: NDArray, var: NDArr
     """LAMB's direction ``g`` for step ``t`` (1-based, required); mean and var updated in
     place, the weight not changed."""
     t = _step_number(t, "lamb_update_phase1")
+    r = _registered("lamb_update_phase1", (weight, grad, mean, var),
+                    {"beta1": beta1, "beta2": beta2, "epsilon": epsilon, "t": t,
+                     "bias_correction": bool(bias_correction), "wd": wd,
+                     "rescale_grad": rescale_grad, "clip_gradient": clip_gradient}, out)
+    if r is not None:
+        return r
     g = NDArray(np.zeros(weight.shape, np.dtype(weight.dtype)))
     ext_update("lamb1", weight.copy(), grad, (mean, var, g), 0.0, wd, rescale_grad,
                clip_gradient, epsilon,
@@ -577,6 +656,11 @@ def lamb_update_phase2(weight: NDArray, g: NDArray, r1: Any, r2: Any, lr: float,
                        out: NDArray | None = None) -> NDArray:
     """``w -= lr*(r1/r2)*g`` with r1 (the weight's norm) bounded by lower/upper_bound when
     they are >= 0, and ratio 1 when a norm is 0."""
+    if isinstance(r1, NDArray) and isinstance(r2, NDArray) and r1.shape == r2.shape == (1,):
+        r = _registered("lamb_update_phase2", (weight, g, r1, r2),
+                        {"lr": lr, "lower_bound": lower_bound, "upper_bound": upper_bound}, out)
+        if r is not None:
+            return r
     n1, n2 = _scalar(r1), _scalar(r2)
     if lower_bound >= 0:
         n1 = max(n1, lower_bound)
@@ -604,6 +688,11 @@ def mp_sgd_update(weight: NDArray, grad: NDArray, weight32: NDArray, lr: float,
                   wd: float = 0.0, rescale_grad: float = 1.0, clip_gradient: float = -1.0,
                   lazy_update: bool = True, out: NDArray | None = None) -> NDArray:
     """sgd_update on the float32 master ``weight32`` (updated in place), cast to the weight."""
+    r = _registered("mp_sgd_update", (weight, grad, weight32),
+                    {"lr": lr, "wd": wd, "rescale_grad": rescale_grad,
+                     "clip_gradient": clip_gradient, "lazy_update": lazy_update}, out)
+    if r is not None:
+        return r
     return _mp(weight, weight32, out, lambda w32: sgd_update(
         w32, _g32(grad), lr, wd, rescale_grad, clip_gradient, lazy_update))
 
@@ -613,6 +702,11 @@ def mp_sgd_mom_update(weight: NDArray, grad: NDArray, mom: NDArray, weight32: ND
                       rescale_grad: float = 1.0, clip_gradient: float = -1.0,
                       lazy_update: bool = True, out: NDArray | None = None) -> NDArray:
     """sgd_mom_update on the float32 master (``mom`` float32), cast to the weight."""
+    r = _registered("mp_sgd_mom_update", (weight, grad, mom, weight32),
+                    {"lr": lr, "momentum": momentum, "wd": wd, "rescale_grad": rescale_grad,
+                     "clip_gradient": clip_gradient, "lazy_update": lazy_update}, out)
+    if r is not None:
+        return r
     return _mp(weight, weight32, out, lambda w32: sgd_mom_update(
         w32, _g32(grad), mom, lr, momentum, wd, rescale_grad, clip_gradient, lazy_update))
 
@@ -622,6 +716,11 @@ def mp_nag_mom_update(weight: NDArray, grad: NDArray, mom: NDArray, weight32: ND
                       rescale_grad: float = 1.0, clip_gradient: float = -1.0,
                       out: NDArray | None = None) -> NDArray:
     """nag_mom_update on the float32 master, cast to the weight."""
+    r = _registered("mp_nag_mom_update", (weight, grad, mom, weight32),
+                    {"lr": lr, "momentum": momentum, "wd": wd, "rescale_grad": rescale_grad,
+                     "clip_gradient": clip_gradient}, out)
+    if r is not None:
+        return r
     return _mp(weight, weight32, out, lambda w32: nag_mom_update(
         w32, _g32(grad), mom, lr, momentum, wd, rescale_grad, clip_gradient, out=w32))
 

@@ -55,6 +55,14 @@ NOT_YET_MAPPED = {
     "_unravel_index", "all_finite", "amp_cast", "amp_multicast", "col2im",
     "fill_element_0index", "im2col", "khatri_rao", "multi_all_finite", "multi_sum_sq"}
 UNMAPPED |= NOT_YET_MAPPED
+# The optimizer updates (training steps that update their states in place): no ONNX
+# inference counterpart.
+UNMAPPED |= {
+    "_contrib_group_adagrad_update", "adam_update", "ftml_update", "ftrl_update",
+    "lamb_update_phase1", "lamb_update_phase2", "mp_lamb_update_phase1",
+    "mp_lamb_update_phase2", "mp_nag_mom_update", "mp_sgd_mom_update", "mp_sgd_update",
+    "nag_mom_update", "rmsprop_update", "rmspropalex_update", "sgd_mom_update", "sgd_update",
+    "signsgd_update", "signum_update"}
 
 
 def _refused(op: OpDef, ex: Example) -> bool:
