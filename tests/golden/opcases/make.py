@@ -61,7 +61,19 @@ def run(case):
         fn = getattr(mx.sym, op[len("_np_"):])
     if fn is None and op.startswith("_linalg_"):
         fn = getattr(mx.sym.linalg, op[len("_linalg_"):])
-    s = fn(*vars_, **case["params"])
+    try:
+        s = fn(*vars_, **case["params"])
+    except Exception:
+        # MXNet 1.9.1's symbol creator refuses the optimizer updates (their mutated inputs);
+        # its JSON loader accepts the same node
+        n = len(names)
+        nodes = [{"op": "null", "name": nm, "inputs": []} for nm in names]
+        nodes.append({"op": op, "name": "node",
+                      "attrs": {k: str(v) for k, v in case["params"].items()},
+                      "inputs": [[i, 0, 0] for i in range(n)]})
+        s = mx.sym.load_json(json.dumps({
+            "nodes": nodes, "arg_nodes": list(range(n)), "node_row_ptr": list(range(n + 2)),
+            "heads": [[n, 0, 0]], "attrs": {"mxnet_version": ["int", 10901]}}))
     aux_names = set(s.list_auxiliary_states())
     args = {n: mx.nd.array(a, dtype=a.dtype) for n, a in zip(names, ins) if n not in aux_names}
     aux = {n: mx.nd.array(a, dtype=a.dtype) for n, a in zip(names, ins) if n in aux_names}
