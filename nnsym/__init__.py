@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from nnsym import (
+    base,
     callback,
     context,
     initializer,
@@ -13,6 +14,7 @@ from nnsym import (
     model,
     module,
     monitor,
+    name,
     ndarray,
     onnx,
     operator,
@@ -33,6 +35,7 @@ from nnsym.errors import (
     StorageTypeError,
 )
 from nnsym.runtime import get_num_threads, set_num_threads
+from nnsym.symbol.naming import AttrScope
 
 sym = symbol
 nd = ndarray
@@ -45,6 +48,7 @@ rnd = random
 __version__ = "0.1.0"
 
 __all__ = [
+    "AttrScope",
     "Context",
     "DTypeError",
     "FileFormatError",
@@ -53,6 +57,7 @@ __all__ = [
     "OperatorParamError",
     "ShapeError",
     "StorageTypeError",
+    "base",
     "callback",
     "context",
     "cpu",
@@ -70,6 +75,7 @@ __all__ = [
     "model",
     "module",
     "monitor",
+    "name",
     "nd",
     "ndarray",
     "onnx",
