@@ -103,6 +103,7 @@ def _nets():
         out["attrs"] = mx.sym.FullyConnected(f1, num_hidden=2, no_bias=True, name="fc2")
         out["variable"] = v
         out["plus"] = v + v
+        out["atomic"] = mx.sym.random.uniform(shape=(2,))  # an operator without inputs
         bx = mx.sym.var("data")
         out["batchnorm"] = mx.sym.BatchNorm(mx.sym.FullyConnected(bx, num_hidden=3, name="fc1"),
                                             name="bn")
