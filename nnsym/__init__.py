@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from nnsym import (
+    base,
     callback,
     context,
     executor,
@@ -14,6 +15,7 @@ from nnsym import (
     model,
     module,
     monitor,
+    name,
     ndarray,
     onnx,
     operator,
@@ -34,6 +36,7 @@ from nnsym.errors import (
     StorageTypeError,
 )
 from nnsym.runtime import get_num_threads, set_num_threads
+from nnsym.symbol.naming import AttrScope
 
 sym = symbol
 nd = ndarray
@@ -46,6 +49,7 @@ rnd = random
 __version__ = "0.1.0"
 
 __all__ = [
+    "AttrScope",
     "Context",
     "DTypeError",
     "FileFormatError",
@@ -54,6 +58,7 @@ __all__ = [
     "OperatorParamError",
     "ShapeError",
     "StorageTypeError",
+    "base",
     "callback",
     "context",
     "cpu",
@@ -72,6 +77,7 @@ __all__ = [
     "model",
     "module",
     "monitor",
+    "name",
     "nd",
     "ndarray",
     "onnx",

@@ -10,6 +10,7 @@ allocation or dictionary lookups per call.
 
 from __future__ import annotations
 
+import copy as _copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -764,6 +765,44 @@ class Executor:
                for n, a, sh in zip(aux_names, self.aux_arrays, aux_s)]
         return Executor(sym, self._ctx, args, grads, self._reqs, aux,
                         infer_grad_stypes=self._infer_grad_stypes, fusion=self._fusion)
+
+    # ------------------------------------------------------------------ parameters
+    def copy_params_from(self, arg_params: Mapping[str, Any],
+                         aux_params: Mapping[str, Any] | None = None,
+                         allow_extra_params: bool = False) -> None:
+        """Copy ``arg_params``/``aux_params`` (name -> NDArray) into the bound arrays, cast to
+        each array's dtype as MXNet does. A name the symbol lacks raises ``BindError`` unless
+        ``allow_extra_params``; a shape that differs raises ``BindShapeError``."""
+        for what, given, have in (("arguments", arg_params, self.arg_dict),
+                                  ("auxiliary states", aux_params, self.aux_dict)):
+            if given is None:
+                continue
+            if not isinstance(given, Mapping):
+                raise BindError(f"copy_params_from: the {what} must be a dict of name -> "
+                                f"NDArray, got {_what_is(given)}")
+            for name, array in given.items():
+                dst = have.get(name)
+                if dst is None:
+                    if allow_extra_params:
+                        continue
+                    raise BindError(f'copy_params_from: found name "{name}" that is not in the '
+                                    f"{what} ({sorted(have)}); pass allow_extra_params=True to "
+                                    "skip it")
+                if not isinstance(array, NDArray):
+                    raise BindError(f"copy_params_from: {name!r} must be an NDArray, got "
+                                    f"{_what_is(array)}")
+                if tuple(array.shape) != tuple(dst.shape):
+                    raise BindShapeError(
+                        f"copy_params_from: {name!r} has shape {shape_str(array.shape)}, but "
+                        f"the executor's array is {shape_str(dst.shape)}")
+                src = array if array.dtype == dst.dtype else array.astype(dst.dtype)
+                src.copyto(dst)
+
+    def get_optimized_symbol(self) -> Any:
+        """The symbol this executor runs, as a new Symbol. nnsym applies no subgraph backend,
+        so this is the bound forward graph (as MXNet gives with MXNET_SUBGRAPH_BACKEND=NONE);
+        elementwise fusion happens below the symbol level and does not show here."""
+        return _copy.copy(self._symbol)
 
     # ------------------------------------------------------------------ views of the state
     @property

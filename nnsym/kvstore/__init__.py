@@ -45,7 +45,8 @@ def create(name: str = "local") -> KVStoreBase:
         return DistKVStore(kind)
     if kind in ("nccl", "horovod", "byteps"):
         raise UnsupportedError(f"kvstore type {name!r} is not available; use 'local', "
-                               "'device', 'dist_sync' or 'dist_device_sync'")
+                               "'device', 'dist_sync', 'dist_device_sync', 'dist_async' or "
+                               "'dist_device_async'")
     if kind not in ("local", "device", "local_update_cpu", "local_allreduce_cpu",
                     "local_allreduce_device"):
         raise UnsupportedError(f"unknown kvstore type {name!r}; expected 'local', 'device', "

@@ -15,6 +15,7 @@ from nnsym.ndarray.ndarray import NDArray, arange, array, empty, full, invoke, o
 from nnsym.ndarray.ops import make_function as _make_function
 from nnsym.ndarray.sparse import CSRNDArray, RowSparseNDArray, cast_storage
 from nnsym.ndarray.sparse_api import add_sparse_api as _add_sparse_api
+from nnsym.ops.shape.join import split_v2_params as _split_v2_params
 
 _functions, _subs = _populate_namespaces("nnsym.ndarray", _make_function)
 globals().update(_functions)
@@ -57,6 +58,23 @@ sparse.adagrad_update = adagrad_update
 # the sparse namespace's update operators are these nd functions too (out=, partial states)
 sparse.sgd_update, sparse.sgd_mom_update = sgd_update, sgd_mom_update
 sparse.adam_update, sparse.ftrl_update = adam_update, ftrl_update
+
+
+def split_v2(ary: NDArray, indices_or_sections: Any, axis: int = 0,
+             squeeze_axis: bool = False) -> Any:
+    """Splits ``ary`` along ``axis`` into N equal pieces (an int) or at the given indices (a
+    tuple), as MXNet's ``nd.split_v2``; one piece comes back as an NDArray, more as a list."""
+    size = ary.shape[axis] if -len(ary.shape) <= axis < len(ary.shape) else None
+    return _internal._split_v2(ary, **_split_v2_params(indices_or_sections, axis, squeeze_axis,
+                                                      size))
+
+
+def _split_v2_method(self: NDArray, *args: Any, **kwargs: Any) -> Any:
+    """Fluent form of :func:`split_v2` with this array as ``ary``."""
+    return split_v2(self, *args, **kwargs)
+
+
+NDArray.split_v2 = _split_v2_method  # type: ignore[attr-defined]
 random.install(_functions)
 
 
@@ -103,6 +121,7 @@ __all__ = [
     "signsgd_update",
     "signum_update",
     "sparse",
+    "split_v2",
     "to_dlpack_for_read",
     "to_dlpack_for_write",
     "waitall",

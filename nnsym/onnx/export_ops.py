@@ -17,6 +17,7 @@ import numpy as np
 from nnsym.ir.graph import Node
 from nnsym.onnx._lazy import OnnxError, onnx
 from nnsym.onnx.exporter import Exporter
+from nnsym.ops.shape.join import split_v2_bounds
 
 Converter = Callable[[Exporter, Node, list[str], list[str]], None]
 CONVERTERS: dict[str, Converter] = {}
@@ -827,6 +828,20 @@ def _split(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
     parts = x.add("Split", ins, n, axis=axis, num_outputs=n)
     for part, o in zip(parts, outs):
         x.add("Squeeze", [part, _axes(x, [axis])], [o])
+
+
+@_reg("_split_v2")
+def _split_v2(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    """One Slice per piece (pieces may be empty), then Squeeze with squeeze_axis."""
+    p = node.params
+    shape = _in_shape(x, node)
+    axis = p.axis % len(shape)
+    for (start, end), o in zip(split_v2_bounds(p, shape[axis]), outs):
+        args = [ins[0], x.const([start]), x.const([end]), _axes(x, [axis])]
+        if not p.squeeze_axis:
+            x.add("Slice", args, [o])
+        else:
+            x.add("Squeeze", [x.add1("Slice", args), _axes(x, [axis])], [o])
 
 
 @_reg("expand_dims")

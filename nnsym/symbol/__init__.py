@@ -15,6 +15,7 @@ from typing import Any
 from nnsym import ops as _ops
 from nnsym.ir import fluent as _fluent
 from nnsym.ir.namespace import populate_namespaces as _populate_namespaces
+from nnsym.ops.shape.join import split_v2_params as _split_v2_params
 from nnsym.symbol.json_io import load, load_json
 from nnsym.symbol.naming import AttrScope, NameManager, Prefix
 from nnsym.symbol.ops import make_function as _make_function
@@ -28,6 +29,25 @@ _fluent.install(Symbol, _fluent.SYMBOL_FLUENT, _functions, _sys.modules[__name__
 from nnsym.symbol import random  # noqa: E402
 
 random.install(_functions)
+
+
+def split_v2(ary: Symbol, indices_or_sections: Any, axis: int = 0, squeeze_axis: bool = False,
+             name: str | None = None) -> Symbol:
+    """Splits ``ary`` along ``axis`` into N near-equal pieces (an int: the sizes follow
+    ``numpy.array_split``, as MXNet's shape rule does) or at the given indices (a tuple)."""
+    params = _split_v2_params(indices_or_sections, axis, squeeze_axis, None)
+    # MXNet's frontend passes all four, the indices as a list: its JSON reads "[0, 1, 3]"
+    params["indices"] = list(params["indices"])
+    params.setdefault("sections", 0)
+    return _internal._split_v2(ary, name=name, **params)  # type: ignore[no-any-return]
+
+
+def _split_v2_method(self: Symbol, *args: Any, **kwargs: Any) -> Symbol:
+    """Fluent form of :func:`split_v2` with this symbol as ``ary``."""
+    return split_v2(self, *args, **kwargs)
+
+
+Symbol.split_v2 = _split_v2_method  # type: ignore[attr-defined]
 
 
 def __getattr__(name: str) -> Any:
@@ -50,5 +70,6 @@ __all__ = [
     "load_json",
     "random",
     "sparse",
+    "split_v2",
     "var",
 ]

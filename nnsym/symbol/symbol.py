@@ -363,6 +363,77 @@ class Symbol(_Fluent):
     def detach(self) -> NoReturn:
         raise NotImplementedForSymbol("detach")
 
+    # ------------------------------------------------------------------ MXNet 1.9.1 extras
+    def debug_str(self) -> str:
+        """The graph in MXNet's ``Symbol.debug_str`` layout: the outputs, then every node in
+        graph order (variables as ``Variable:name``; operators with inputs and sorted attrs)."""
+        outs = self._outputs
+        if len(outs) == 1 and not outs[0].node.inputs and not outs[0].node.control_deps:
+            node = outs[0].node
+            if node.op is None:
+                return f"Variable:{node.name}\n"
+            return f"AtomicFunctor  Op:{node.op.name}\n"
+        lines = ["Symbol Outputs:"]
+        lines.extend(f"\toutput[{i}]={e.node.name}({e.index})" for i, e in enumerate(outs))
+        idx = self.index
+        mutated = idx.mutable_input_nodes  # MXNet prints version=1 for inputs an op writes
+        for node in idx.nodes:
+            if node.op is None:
+                lines.append(f"Variable:{node.name}")
+                continue
+            lines.append("--------------------")
+            lines.append(f"Op:{node.op.name}, Name={node.name}")
+            lines.append("Inputs:")
+            for j, e in enumerate(node.inputs):
+                ver = ""
+                if e.node.op is None:
+                    ver = f" version={1 if idx.node_id(e.node) in mutated else 0}"
+                lines.append(f"\targ[{j}]={e.node.name}({e.index}){ver}")
+            if node.attrs:
+                lines.append("Attrs:")
+                lines.extend(f"\t{k}={node.attrs[k]}" for k in sorted(node.attrs))
+            if node.control_deps:
+                lines.append("Control deps:")
+                lines.extend(f"\tcdep[{j}]={d.name}" for j, d in enumerate(node.control_deps))
+        return "\n".join(lines) + "\n"
+
+    def gradient(self, wrt: Sequence[str]) -> Symbol:
+        """Not implemented, as in MXNet 1.9.1 (whose C API answers "not implemented"); use
+        ``bind``/``simple_bind`` and ``Executor.backward`` for gradients."""
+        raise SymbolGradientNotImplemented(
+            "Symbol.gradient is not implemented (nor in MXNet 1.9.1); bind the symbol and call "
+            "Executor.backward to get gradients")
+
+    def optimize_for(self, backend: str, args: Any = None, aux: Any = None, ctx: Any = None,
+                     shape_dict: Any = None, type_dict: Any = None, stype_dict: Any = None,
+                     skip_infer: bool = False, **kwargs: Any) -> Symbol:
+        """A copy of this symbol, unpartitioned: nnsym has no subgraph backends. For MXNet's
+        CPU backends (``MKLDNN``, ``MKLDNN_QUANTIZE``) the copy computes what their fused graph
+        computes; any other name is logged as unknown and the symbol returned as it is, which
+        is what MXNet 1.9.1 does for a backend it cannot find. ``args``/``aux`` are left as
+        given (no partitioning adds inputs)."""
+        _check_backend_name(backend, "optimize_for")
+        for what, v in (("args", args), ("aux", aux)):
+            if v is not None and not isinstance(v, (Mapping, list, tuple)):
+                raise TypeError(f"optimize_for: {what} must be a dict or a list of NDArrays, "
+                                f"got {type(v).__name__}")
+        if backend not in SUBGRAPH_BACKENDS:
+            warn(f"optimize_for: no subgraph backend named {backend!r} (nnsym knows "
+                 f"{list(SUBGRAPH_BACKENDS)} and partitions for none); the symbol is returned "
+                 f"unchanged")
+        return copy_symbol(self)
+
+    def get_backend_symbol(self, backend: str) -> Symbol:
+        """A copy of this symbol for MXNet's CPU subgraph backends (nnsym fuses nothing, so the
+        graph is unchanged); any other backend name raises ``SubgraphBackendError``, as in
+        MXNet 1.9.1."""
+        _check_backend_name(backend, "get_backend_symbol")
+        if backend not in SUBGRAPH_BACKENDS:
+            raise SubgraphBackendError(
+                f"get_backend_symbol: subgraph backend {backend!r} is not registered; known: "
+                f"{list(SUBGRAPH_BACKENDS)}")
+        return copy_symbol(self)
+
     def __neg__(self) -> Symbol:
         return self.__mul__(-1.0)
 
@@ -860,6 +931,24 @@ class NotImplementedForSymbol(NNSymError, TypeError):
     def __init__(self, function: str) -> None:
         super().__init__(f'Function {function} (namely operator "{function}") is not '
                          "implemented for Symbol and only available in NDArray.")
+
+
+class SymbolGradientNotImplemented(NNSymError, NotImplementedError):
+    """``Symbol.gradient``: not implemented in MXNet 1.9.1 either (a RuntimeError there)."""
+
+
+class SubgraphBackendError(NNSymError, ValueError):
+    """``Symbol.get_backend_symbol`` with a backend name MXNet 1.9.1 does not register."""
+
+
+# The subgraph backends MXNet 1.9.1's CPU build registers (and runs without extra options).
+SUBGRAPH_BACKENDS = ("MKLDNN", "MKLDNN_QUANTIZE")
+
+
+def _check_backend_name(backend: Any, what: str) -> None:
+    if not isinstance(backend, str):
+        raise SubgraphBackendError(f"{what}: backend must be a string, got "
+                                   f"{type(backend).__name__}")
 
 
 def _compare(lhs: Symbol, rhs: Any, name: str) -> Symbol:

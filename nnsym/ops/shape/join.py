@@ -1,13 +1,16 @@
-"""Concat and SliceChannel: inputs joined along an axis, and one input split back into pieces."""
+"""Concat, SliceChannel and _split_v2: inputs joined along an axis, and one input split back
+into pieces."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from nnsym.errors import OperatorParamError
 from nnsym.ir.graph import Entry, Node, zeros_like
 from nnsym.ir.opdef import (
     DENSE,
@@ -294,6 +297,199 @@ SLICE_CHANNEL = register(
             Example(((2, 3),), {"num_outputs": 1}),
         ),
         bad_params=({}, {"num_outputs": 0}, {"num_outputs": 2, "squeeze_axis": "maybe"}),
+    )
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# _split_v2: numpy-style split at given indices (or into near-equal sections)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SplitV2Params(Params):
+    indices: tuple[int, ...] = field(
+        doc="Indices of splits: the boundaries at which the split is performed along `axis`."
+    )
+    axis: int = field(default=1, doc="Axis along which to split.")
+    squeeze_axis: bool = field(
+        default=False,
+        doc="If true, removes the split axis (every piece must then have length 1 along it).",
+    )
+    sections: int = field(
+        default=0, lower=0, upper=MAX_COUNT,
+        doc="Number of sections if equally split. 0 means split by indices.",
+    )
+
+
+def _split_v2_count(p: SplitV2Params) -> int:
+    return p.sections if p.sections > 0 else max(1, len(p.indices))
+
+
+def split_v2_bounds(p: SplitV2Params, size: int) -> list[tuple[int, int]]:
+    """(start, end) of every piece along the axis of length ``size``. Sections follow
+    ``numpy.array_split`` (the first ``size % sections`` pieces are one longer), as MXNet's."""
+    if p.sections > 0:
+        q, r = divmod(size, p.sections)
+        ends = np.cumsum([q + 1 if i < r else q for i in range(p.sections)]).tolist()
+        return [(e - (q + 1 if i < r else q), e) for i, e in enumerate(ends)]
+    if not p.indices:
+        raise RuleError("_split_v2 needs indices (or sections > 0)")
+    bounds = []
+    for i, start in enumerate(p.indices):
+        end = p.indices[i + 1] if i + 1 < len(p.indices) else size
+        if not 0 <= start <= end:
+            raise RuleError(f"piece {i} of _split_v2 starts at {start}, after its end {end}: "
+                            f"indices {p.indices} must be non-negative and sorted")
+        if end > size:
+            raise RuleError(f"piece {i} of _split_v2 ends at {end}, past the axis size {size}")
+        bounds.append((start, end))
+    return bounds
+
+
+def _split_v2_pieces(p: SplitV2Params, d: Shape) -> list[Shape]:
+    axis = _axis(p.axis, len(d))
+    n = _split_v2_count(p)
+    size = d[axis]
+    if size is None:
+        ax: list[int | None] = [1 if p.squeeze_axis else None] * n
+    else:
+        ax = [e - s for s, e in split_v2_bounds(p, size)]
+    out: list[Shape] = []
+    for i, a in enumerate(ax):
+        if p.squeeze_axis:
+            if a is not None and a != 1:
+                raise RuleError(f"with squeeze_axis=True every piece must have length 1 along "
+                                f"axis {axis}, but piece {i} of {shape_str(d)} has {a}")
+            out.append((*d[:axis], *d[axis + 1:]))
+        else:
+            out.append((*d[:axis], a, *d[axis + 1:]))
+    return out
+
+
+def split_v2_params(indices_or_sections: Any, axis: int, squeeze_axis: bool,
+                    axis_size: int | None) -> dict[str, Any]:
+    """``_split_v2``'s params for ``split_v2(ary, indices_or_sections, axis, squeeze_axis)``.
+
+    An int N splits into N pieces: with ``axis_size`` known (NDArray) N must divide it and the
+    pieces' start indices are passed; without (Symbol) ``sections=N`` is. A tuple gives the
+    split points (``[0] + list(tuple)`` as starts)."""
+    if isinstance(indices_or_sections, (int, np.integer)) and not isinstance(
+            indices_or_sections, bool):
+        n = int(indices_or_sections)
+        if n <= 0:
+            raise OperatorParamError(f"split_v2: the number of sections must be positive, "
+                                     f"got {n}")
+        if axis_size is None:
+            return {"indices": (), "axis": axis, "squeeze_axis": squeeze_axis, "sections": n}
+        if axis_size % n:
+            raise OperatorParamError(f"split_v2: array split does not result in an equal "
+                                     f"division: {n} sections of an axis of size {axis_size}")
+        step = axis_size // n
+        indices: tuple[int, ...] = tuple(i * step for i in range(n))
+    elif isinstance(indices_or_sections, tuple):
+        bad = [v for v in indices_or_sections if not isinstance(v, (int, np.integer))]
+        if bad:
+            raise OperatorParamError(f"split_v2: split indices must be ints, got {bad!r}")
+        indices = (0, *(int(v) for v in indices_or_sections))
+    else:
+        raise OperatorParamError(f"split_v2: indices_or_sections must be an int or a tuple of "
+                                 f"ints, got {type(indices_or_sections).__name__}")
+    return {"indices": indices, "axis": axis, "squeeze_axis": squeeze_axis}
+
+
+def split_v2_shape(p: SplitV2Params, ins: list, outs: list) -> tuple[list, list]:
+    d = ins[0]
+    if d is None:
+        return list(ins), list(outs)
+    if len(d) == 0:
+        raise RuleError("a zero-dimensional array cannot be split")
+    pieces = _split_v2_pieces(p, d)
+    return [d], [_merge(o, s, f"output {i}") for i, (o, s) in enumerate(zip(outs, pieces))]
+
+
+def split_v2_reference(p: SplitV2Params, data: np.ndarray) -> tuple[np.ndarray, ...]:
+    axis = p.axis % data.ndim
+    parts = [np.take(data, np.arange(s, e), axis=axis)
+             for s, e in split_v2_bounds(p, data.shape[axis])]
+    if p.squeeze_axis:
+        parts = [np.squeeze(x, axis=axis) for x in parts]
+    return tuple(parts)
+
+
+def _split_v2_geometry(p: SplitV2Params, d: tuple[int, ...]) -> tuple[list, int]:
+    axis = p.axis % len(d)
+    pieces = [(*d[:axis], e - s, *d[axis + 1:]) for s, e in split_v2_bounds(p, d[axis])]
+    return pieces, axis
+
+
+def split_v2_lowering(call: KernelCall) -> Lowered:
+    d = call.in_shapes[0]
+    pieces, axis = _split_v2_geometry(call.params, d)
+    return _join_lowering(call, "split", d, pieces, axis)
+
+
+def split_v2_backward_lowering(call: KernelCall) -> Lowered:
+    """The pieces' gradients joined back (Concat's kernel): p = [grad_0..grad_{k-1}, dx]."""
+    d = call.out_shapes[0]
+    pieces, axis = _split_v2_geometry(call.params, d)
+    return _join_lowering(call, "concat", d, pieces, axis)
+
+
+def split_v2_backward_shape(p: SplitV2Params, ins: list, outs: list) -> tuple[list, list]:
+    """The data's shape from the pieces' gradients (all known, or the output already known)."""
+    if outs[0] is not None or any(s is None for s in ins):
+        return list(ins), list(outs)
+    nd = len(ins[0]) + (1 if p.squeeze_axis else 0)
+    axis = p.axis % nd
+    if p.squeeze_axis:
+        whole = (*ins[0][:axis], len(ins), *ins[0][axis:])
+    else:
+        whole = (*ins[0][:axis], sum(s[axis] for s in ins), *ins[0][axis + 1:])
+    return list(ins), [whole]
+
+
+BACKWARD_SPLIT_V2 = register(
+    OpDef(
+        name="_backward_split_v2",
+        params=SplitV2Params,
+        inputs=lambda p: tuple(f"output{i}_grad" for i in range(_split_v2_count(p))),
+        outputs=("data_grad",),
+        infer_shape=split_v2_backward_shape,
+        infer_type=lambda p, ins, outs: (list(ins), [next((t for t in ins if t is not None),
+                                                          outs[0])]),
+        kernels={DENSE: Kernel(split_v2_backward_lowering)},
+        differentiable=False,
+        doc="Gradient of _split_v2 (MXNet's _split_v2_backward): the pieces' gradients joined.",
+    )
+)
+
+
+def split_v2_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
+    ins = [g if g is not None else zeros_like(Entry(node, i)) for i, g in enumerate(ograds)]
+    return [Entry(backward_node(BACKWARD_SPLIT_V2, node, ins), 0)]
+
+
+SPLIT_V2 = register(
+    OpDef(
+        name="_split_v2",
+        params=SplitV2Params,
+        outputs=lambda p: tuple(f"output{i}" for i in range(_split_v2_count(p))),
+        infer_shape=split_v2_shape,
+        infer_type=same_dtype,
+        reference=split_v2_reference,
+        kernels={DENSE: Kernel(split_v2_lowering)},
+        grad=split_v2_grad,
+        doc="Splits the input along ``axis`` at ``indices`` (or into ``sections`` near-equal "
+            "parts); the engine of ``split_v2``.",
+        examples=(
+            Example(((4, 6),), {"indices": (0, 1, 3), "axis": 1}),
+            Example(((4, 6),), {"indices": (), "sections": 3, "axis": 1}, dtype="float64"),
+            Example(((4, 3),), {"indices": (), "sections": 3, "axis": 0}, dtype="int32"),
+            Example(((4, 3),), {"indices": (0, 2, 2), "axis": 0}),
+            Example(((2, 3, 4),), {"indices": (0, 1, 2, 3), "axis": -1, "squeeze_axis": True}),
+            Example(((5, 2),), {"indices": (0,), "axis": 0}),
+        ),
+        bad_params=({}, {"indices": (0,), "sections": -1}, {"indices": (0,), "num_outputs": 2}),
     )
 )
 
