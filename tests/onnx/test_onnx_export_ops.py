@@ -56,7 +56,8 @@ NOT_YET_MAPPED = {
     "fill_element_0index", "im2col", "khatri_rao", "multi_all_finite", "multi_sum_sq"}
 # The detection family (no ONNX converter yet; box_nms could map to NonMaxSuppression).
 NOT_YET_MAPPED |= {"_contrib_box_iou", "_contrib_box_nms", "_contrib_box_encode",
-                   "_contrib_box_decode", "_contrib_bipartite_matching"}
+                   "_contrib_box_decode", "_contrib_bipartite_matching",
+                   "_contrib_MultiBoxPrior", "_contrib_MultiBoxDetection"}
 UNMAPPED |= NOT_YET_MAPPED
 
 

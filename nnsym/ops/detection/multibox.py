@@ -1,0 +1,249 @@
+"""SSD's MultiBox operators: contrib.MultiBoxPrior (anchor boxes over a feature map) and
+contrib.MultiBoxDetection (decoded, thresholded, sorted and suppressed detections)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, register
+from nnsym.ir.params import Params, field
+from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered
+from nnsym.ops.common.grad import no_gradient
+from nnsym.ops.detection.box import check_float, comp, same_type
+from nnsym.types import shape_str
+
+# ---------------------------------------------------------------- MultiBoxPrior
+
+
+@dataclass(frozen=True, kw_only=True)
+class MultiBoxPriorParams(Params):
+    sizes: tuple[float, ...] = field(default=(1.0,), doc="Anchor sizes (of the input's height).")
+    ratios: tuple[float, ...] = field(default=(1.0,), doc="Anchor aspect ratios (width/height).")
+    clip: bool = field(default=False, doc="Clip the anchors to [0, 1].")
+    steps: tuple[float, ...] = field(default=(-1.0, -1.0),
+                                     doc="Anchor step (y, x); -1: 1 / the feature map's size.")
+    offsets: tuple[float, ...] = field(default=(0.5, 0.5), doc="Anchor center offsets (y, x).")
+
+    def __post_init__(self) -> None:
+        if not self.sizes or not self.ratios:
+            raise ValueError("sizes and ratios must not be empty")
+        if any(not s > 0 for s in self.sizes) or any(not r > 0 for r in self.ratios):
+            raise ValueError(f"sizes {self.sizes} and ratios {self.ratios} must be above 0")
+        if len(self.steps) != 2 or len(self.offsets) != 2:
+            raise ValueError(f"steps {self.steps} and offsets {self.offsets} must be (y, x)")
+
+
+def num_anchors(p: MultiBoxPriorParams) -> int:
+    return len(p.sizes) + len(p.ratios) - 1
+
+
+def multibox_prior_shape(p: MultiBoxPriorParams, ins: list, outs: list) -> tuple[list, list]:
+    data = ins[0]
+    if data is None:
+        return list(ins), list(outs)
+    if len(data) < 4:
+        raise RuleError(f"data has shape {shape_str(data)}; MultiBoxPrior needs (N, C, H, W)")
+    return [data], [(1, data[-2] * data[-1] * num_anchors(p), 4)]
+
+
+def _steps(p: MultiBoxPriorParams, h: int, w: int) -> tuple[float, float]:
+    f = np.float32
+    sy = f(p.steps[0]) if p.steps[0] > 0 else f(1) / f(h)
+    sx = f(p.steps[1]) if p.steps[1] > 0 else f(1) / f(w)
+    return float(sy), float(sx)
+
+
+def multibox_prior_reference(p: MultiBoxPriorParams, data: np.ndarray) -> np.ndarray:
+    """In float32 arithmetic, in MXNet's order: per cell (row-major), the sizes at ratio 1,
+    then the other ratios at the first size."""
+    f = np.float32
+    h, w = data.shape[-2:]
+    sy, sx = (f(v) for v in _steps(p, h, w))
+    oy, ox = f(p.offsets[0]), f(p.offsets[1])
+    fh, fw = f(h), f(w)
+    half = []
+    for s in p.sizes:
+        half.append((f(s) * fh / fw / f(2), f(s) / f(2)))
+    s0 = f(p.sizes[0])
+    for r in p.ratios[1:]:
+        q = f(math.sqrt(f(r)))
+        half.append((s0 * fh / fw * q / f(2), s0 / q / f(2)))
+    out = np.zeros((h, w, len(half), 4), f)
+    cy = (np.arange(h, dtype=f) + oy) * sy
+    cx = (np.arange(w, dtype=f) + ox) * sx
+    for k, (hw, hh) in enumerate(half):
+        out[:, :, k, 0] = cx[None, :] - hw
+        out[:, :, k, 1] = cy[:, None] - hh
+        out[:, :, k, 2] = cx[None, :] + hw
+        out[:, :, k, 3] = cy[:, None] + hh
+    if p.clip:
+        out = np.clip(out, f(0), f(1))
+    return out.reshape(1, -1, 4)
+
+
+def multibox_prior_lowering(call: KernelCall) -> Lowered:
+    p: MultiBoxPriorParams = call.params
+    h, w = call.in_shapes[0][-2:]
+    if h * w == 0:
+        return Lowered()
+    spec = KernelSpec.make("detection/multibox_prior.c.j2", clip=bool(p.clip))
+    fa = (*_steps(p, h, w), *p.offsets, *p.sizes, *p.ratios)
+    return Lowered((Launch(spec, (h, w, len(p.sizes), len(p.ratios)), fa, args=(1,)),))
+
+
+MULTIBOX_PRIOR = register(OpDef(
+    name="_contrib_MultiBoxPrior",
+    params=MultiBoxPriorParams,
+    infer_shape=multibox_prior_shape,
+    infer_type=lambda p, ins, outs: (list(ins), [np.dtype(np.float32)]),
+    ignore_inputs=(0,),
+    reference=multibox_prior_reference,
+    kernels={DENSE: Kernel(multibox_prior_lowering)},
+    grad=no_gradient,  # NOTE: zero in MXNet too
+    differentiable=False,
+    doc="Anchor boxes (corner, relative to the image) for every cell of a feature map.",
+    examples=(
+        Example(((1, 2, 2, 3),), {"sizes": (0.5, 0.25), "ratios": (1.0, 2.0, 0.5)}),
+        Example(((2, 1, 3, 2),), {"sizes": (0.7,), "clip": True, "steps": (0.3, 0.2),
+                                  "offsets": (0.1, 0.4)}),
+    ),
+    bad_params=({"sizes": ()}, {"ratios": (0.0,)}, {"steps": (0.1,)}, {"size": (1.0,)}),
+))
+
+# ---------------------------------------------------------------- MultiBoxDetection
+
+
+@dataclass(frozen=True, kw_only=True)
+class MultiBoxDetectionParams(Params):
+    clip: bool = field(default=True, doc="Clip the boxes to [0, 1].")
+    threshold: float = field(default=0.01, doc="A detection's score must be at least this.")
+    background_id: int = field(default=0, doc="Background class (accepted; class 0 is the "
+                               "background, as in MXNet's CPU kernel).")
+    nms_threshold: float = field(default=0.5, doc="Suppress at this IoU or above; outside "
+                                 "(0, 1] neither sorting nor suppression runs.")
+    force_suppress: bool = field(default=False, doc="Suppress across classes too.")
+    variances: tuple[float, ...] = field(default=(0.1, 0.1, 0.2, 0.2),
+                                         doc="Scales of the offsets (x, y, w, h).")
+    nms_topk: int = field(default=-1, doc="Sort and keep the best nms_topk (-1: all).")
+
+    def __post_init__(self) -> None:
+        if len(self.variances) != 4:
+            raise ValueError(f"variances {self.variances} must hold 4 values")
+
+
+def multibox_detection_shape(p: MultiBoxDetectionParams, ins: list,
+                             outs: list) -> tuple[list, list]:
+    cls, loc, anchor = ins
+    if cls is not None and len(cls) != 3:
+        raise RuleError(f"cls_prob has shape {shape_str(cls)}; it must be (B, classes, A)")
+    if loc is not None and len(loc) != 2:
+        raise RuleError(f"loc_pred has shape {shape_str(loc)}; it must be (B, A * 4)")
+    if anchor is not None and (len(anchor) != 3 or anchor[2] != 4):
+        raise RuleError(f"anchor has shape {shape_str(anchor)}; it must be (1, A, 4)")
+    if cls is None:
+        return list(ins), list(outs)
+    b, _, a = cls
+    if (loc is not None and tuple(loc) != (b, a * 4)) or (
+            anchor is not None and anchor[1] != a):
+        raise RuleError(f"cls_prob {shape_str(cls)}, loc_pred {shape_str(loc)} and anchor "
+                        f"{shape_str(anchor)} disagree on the batch or the {a} anchors")
+    return [cls, (b, a * 4), anchor if anchor is not None else (1, a, 4)], [(b, a, 6)]
+
+
+def _overlap(a: np.ndarray, b: np.ndarray) -> float:
+    z = a.dtype.type(0)
+    w = max(z, min(a[2], b[2]) - max(a[0], b[0]))
+    h = max(z, min(a[3], b[3]) - max(a[1], b[1]))
+    i = w * h
+    u = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - i
+    return float(0 if not u > 0 else i / u)
+
+
+def multibox_detection_reference(p: MultiBoxDetectionParams, cls_prob: np.ndarray,
+                                 loc_pred: np.ndarray, anchor: np.ndarray) -> np.ndarray:
+    ct = comp(cls_prob.dtype)
+    b_n, c_n, a_n = cls_prob.shape
+    cls, loc = cls_prob.astype(ct), loc_pred.astype(ct).reshape(b_n, a_n, 4)
+    anc = anchor.astype(ct).reshape(a_n, 4)
+    vx, vy, vw, vh = (ct(v) for v in p.variances)
+    out = np.full((b_n, a_n, 6), -1, ct)
+    aw, ah = anc[:, 2] - anc[:, 0], anc[:, 3] - anc[:, 1]
+    ax, ay = (anc[:, 0] + anc[:, 2]) / ct(2), (anc[:, 1] + anc[:, 3]) / ct(2)
+    for b in range(b_n):
+        rows = []
+        for i in range(a_n):
+            score, cid = ct(-1), 0
+            for j in range(1, c_n):
+                if cls[b, j, i] > score:
+                    score, cid = cls[b, j, i], j
+            if cid > 0 and score < ct(p.threshold):
+                cid = 0
+            if cid == 0:
+                continue
+            px, py, pw, ph = loc[b, i]
+            ox, oy = px * vx * aw[i] + ax[i], py * vy * ah[i] + ay[i]
+            with np.errstate(over="ignore"):
+                ow, oh = np.exp(pw * vw) * aw[i] / ct(2), np.exp(ph * vh) * ah[i] / ct(2)
+            box = np.array([ox - ow, oy - oh, ox + ow, oy + oh], ct)
+            if p.clip:
+                box = np.maximum(ct(0), np.minimum(ct(1), box))
+            rows.append(np.array([cid - 1, score, *box], ct))
+        nv = len(rows)
+        if nv:
+            out[b, :nv] = rows
+        if nv < 1 or not 0 < p.nms_threshold <= 1:
+            continue
+        order = np.argsort(-out[b, :nv, 1], kind="stable")
+        nkeep = nv if not 0 < p.nms_topk < nv else p.nms_topk
+        temp = out[b, :nv].copy()
+        out[b, :nkeep] = temp[order[:nkeep]]
+        out[b, nkeep:nv, 0] = -1
+        o = out[b]
+        for i in range(nv):
+            if o[i, 0] < 0:
+                continue
+            for j in range(i + 1, nv):
+                if o[j, 0] < 0:
+                    continue
+                if (p.force_suppress or o[i, 0] == o[j, 0]) and \
+                        _overlap(o[i, 2:], o[j, 2:]) >= p.nms_threshold:
+                    o[j, 0] = -1
+    return out.astype(cls_prob.dtype)
+
+
+def multibox_detection_lowering(call: KernelCall) -> Lowered:
+    dt = check_float("MultiBoxDetection", call.in_dtypes[0])
+    b, c, a = call.in_shapes[0]
+    if b * a == 0:
+        return Lowered()
+    p: MultiBoxDetectionParams = call.params
+    spec = KernelSpec.make("detection/multibox_detection.c.j2", dtype=dt, clip=bool(p.clip))
+    ia = (b, c, a, p.nms_topk, int(p.force_suppress))
+    fa = (float(p.threshold), float(p.nms_threshold), *p.variances)
+    ws = -(-b * a * 6 * np.dtype(dt).itemsize // 8) * 8 + b * a * 16
+    return Lowered((Launch(spec, ia, fa, workspace=ws),))
+
+
+MULTIBOX_DETECTION = register(OpDef(
+    name="_contrib_MultiBoxDetection",
+    params=MultiBoxDetectionParams,
+    inputs=("cls_prob", "loc_pred", "anchor"),
+    infer_shape=multibox_detection_shape,
+    infer_type=same_type,
+    reference=multibox_detection_reference,
+    kernels={DENSE: Kernel(multibox_detection_lowering)},
+    grad=no_gradient,  # NOTE: zero in MXNet too
+    differentiable=False,
+    doc="Detections [class, score, xmin, ymin, xmax, ymax] from class probabilities, box "
+        "offsets and anchors, sorted and suppressed per class (rows of -1 after them).",
+    examples=(
+        Example(((2, 3, 6), (2, 24), (1, 6, 4)), low=0.0, high=1.0),
+        Example(((1, 4, 8), (1, 32), (1, 8, 4)),
+                {"nms_threshold": 0.1, "nms_topk": 3, "force_suppress": True,
+                 "threshold": 0.3, "clip": False}, low=0.0, high=1.0),
+    ),
+    bad_params=({"variances": (0.1, 0.2)}, {"nms_thresh": 0.5}),
+))
