@@ -102,3 +102,57 @@ def test_detection_bounds_on_hostile_input():
 def test_bad_input_raises_a_clear_error(call, what):
     with pytest.raises(NNSymError, match=f".*{__import__('re').escape(what)}"):
         call()
+
+
+ANC = np.array([[[0, 0, .5, .5], [.5, 0, 1, .5], [0, .5, .5, 1], [.5, .5, 1, 1],
+                 [.1, .1, .6, .6], [.2, .2, .7, .7], [0, 0, .45, .5], [.3, .3, .4, .4]]], F)
+LAB = np.array([[[1, 0, 0, .5, .5], [0, .5, .5, 1, 1], [-1, -1, -1, -1, -1]],
+                [[2, .1, .1, .62, .6], [-1, -1, -1, -1, -1], [-1, -1, -1, -1, -1]]], F)
+
+
+def _target(anc=ANC, lab=LAB, **kw):
+    cls = np.random.RandomState(0).randn(lab.shape[0], 3, anc.shape[1]).astype(F)
+    return [o.asnumpy() for o in nd.contrib.MultiBoxTarget(nd.array(anc), nd.array(lab),
+                                                           nd.array(cls), **kw)]
+
+
+def test_target_mxnet_values():
+    loc, mask, cls = _target()
+    np.testing.assert_array_equal(cls, [[2, 0, 0, 1, 0, 0, 2, 0], [0, 0, 0, 0, 3, 0, 0, 0]])
+    np.testing.assert_allclose(loc[0, 24:28], [0.55556, 0, 0.5268, 0], atol=1e-5)
+    np.testing.assert_allclose(loc[1, 16:20], [0.2, 0, 0.1961, 0], atol=1e-4)
+    np.testing.assert_array_equal(mask[0].reshape(8, 4)[:, 0], [1, 0, 0, 1, 0, 0, 1, 0])
+    # hard negatives: lowest background probability first, among best IoU < 0.3
+    _, _, cls = _target(negative_mining_ratio=1, negative_mining_thresh=0.3)
+    np.testing.assert_array_equal(cls, [[2, 0, -1, 1, -1, 0, 2, 0],
+                                        [-1, -1, -1, 0, 3, -1, -1, -1]])
+    loc, _, cls = _target(negative_mining_ratio=1, minimum_negative_samples=4,
+                          overlap_threshold=0.3)
+    np.testing.assert_array_equal(cls, [[2, 0, 0, 1, 2, 0, 2, 0], [3, 0, 0, 0, 3, 3, 3, 0]])
+    np.testing.assert_allclose(loc[1, :4], [2.2, 2, 0.1961, 0], atol=1e-4)
+    _, _, cls = _target(ignore_label=-2, overlap_threshold=0.9, variances=(1, 1, 1, 1))
+    np.testing.assert_array_equal(cls, [[2, 0, 0, 1, 0, 0, 0, 0], [0, 0, 0, 0, 3, 0, 0, 0]])
+
+
+def test_target_edge_cases_as_mxnet():
+    anc = np.array([[[0, 0, .5, .5], [.5, 0, 1, .5], [0, 0, .25, .5], [.5, .5, 1, 1]]], F)
+    pad = np.full((1, 2, 5), -1, F)
+    assert _target(anc, pad)[2].tolist() == [[-1] * 4]  # no ground truth: all ignored
+    assert _target(anc, pad, negative_mining_ratio=2, minimum_negative_samples=2)[2].tolist() \
+        == [[-1] * 4]
+    one = np.array([[[0, 0, 0, .5, .5]]], F)
+    assert _target(anc, one)[2].tolist() == [[1, 0, 0, 0]]  # IoU 0.5 is not above 0.5
+    assert _target(anc, one, overlap_threshold=0.49)[2].tolist() == [[1, 0, 1, 0]]
+    assert _target(anc, one, negative_mining_ratio=2)[2].tolist() == [[1, 0, -1, 0]]
+    assert _target(anc, one, negative_mining_ratio=1.6)[2].tolist() == [[1, 0, -1, -1]]
+    far = np.array([[[0, 2, 2, 3, 3]]], F)
+    assert _target(anc, far)[2].tolist() == [[0] * 4]
+    assert _target(anc, far, negative_mining_ratio=1, minimum_negative_samples=1)[2].tolist() \
+        == [[-1] * 4]  # no positive: MXNet mines no negative
+    tie = np.array([[[0, 0, 0, .5, .5], [1, 0, 0, .5, .5]]], F)
+    assert _target(anc, tie)[2].tolist() == [[1, 0, 2, 0]]
+    # MXNet fails a CHECK when fewer candidates than wanted negatives; nnsym takes them all
+    assert _target(anc, one, negative_mining_ratio=3)[2].tolist() == [[1, 0, -1, 0]]
+    nan = np.array([[[np.nan, 0, 0, .5, .5], [0, np.nan, 0, 1, 1]]], F)
+    _, mask, cls = _target(anc, nan, negative_mining_ratio=1e9)
+    assert cls.shape == (1, 4) and np.isfinite(mask).all()

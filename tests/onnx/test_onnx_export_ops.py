@@ -57,7 +57,8 @@ NOT_YET_MAPPED = {
 # The detection family (no ONNX converter yet; box_nms could map to NonMaxSuppression).
 NOT_YET_MAPPED |= {"_contrib_box_iou", "_contrib_box_nms", "_contrib_box_encode",
                    "_contrib_box_decode", "_contrib_bipartite_matching",
-                   "_contrib_MultiBoxPrior", "_contrib_MultiBoxDetection"}
+                   "_contrib_MultiBoxPrior", "_contrib_MultiBoxDetection",
+                   "_contrib_MultiBoxTarget"}
 UNMAPPED |= NOT_YET_MAPPED
 
 

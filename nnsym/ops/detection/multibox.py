@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -246,4 +247,173 @@ MULTIBOX_DETECTION = register(OpDef(
                  "threshold": 0.3, "clip": False}, low=0.0, high=1.0),
     ),
     bad_params=({"variances": (0.1, 0.2)}, {"nms_thresh": 0.5}),
+))
+
+# ---------------------------------------------------------------- MultiBoxTarget
+
+
+@dataclass(frozen=True, kw_only=True)
+class MultiBoxTargetParams(Params):
+    overlap_threshold: float = field(default=0.5, doc="An anchor whose IoU with a ground truth "
+                                     "is above this is positive.")
+    ignore_label: float = field(default=-1.0, doc="Class target of ignored anchors.")
+    negative_mining_ratio: float = field(default=-1.0, doc="Negatives per positive (hardest "
+                                         "first); -1: every other anchor is negative.")
+    negative_mining_thresh: float = field(default=0.5, doc="Only anchors whose best IoU is "
+                                          "below this may be mined as negatives.")
+    minimum_negative_samples: int = field(default=0, doc="At least this many negatives.")
+    variances: tuple[float, ...] = field(default=(0.1, 0.1, 0.2, 0.2),
+                                         doc="Scales of the encoded offsets (x, y, w, h).")
+
+    def __post_init__(self) -> None:
+        if len(self.variances) != 4:
+            raise ValueError(f"variances {self.variances} must hold 4 values")
+
+
+def multibox_target_shape(p: MultiBoxTargetParams, ins: list, outs: list) -> tuple[list, list]:
+    anchor, label, cls = ins
+    if anchor is not None and (len(anchor) != 3 or anchor[2] != 4):
+        raise RuleError(f"anchor has shape {shape_str(anchor)}; it must be (1, A, 4)")
+    if label is not None and (len(label) != 3 or (label[2] is not None and label[2] < 5)):
+        raise RuleError(f"label has shape {shape_str(label)}; it must be (B, L, >= 5): "
+                        "[class, xmin, ymin, xmax, ymax, ...]")
+    if cls is not None and len(cls) != 3:
+        raise RuleError(f"cls_pred has shape {shape_str(cls)}; it must be (B, classes, A)")
+    if anchor is None or label is None or cls is None:
+        return list(ins), list(outs)
+    a, b = anchor[1], label[0]
+    if cls[0] != b or cls[2] != a:
+        raise RuleError(f"anchor {shape_str(anchor)}, label {shape_str(label)} and cls_pred "
+                        f"{shape_str(cls)} disagree on the batch or the {a} anchors")
+    return list(ins), [(b, a * 4), (b, a * 4), (b, a)]
+
+
+def _target_batch(p: MultiBoxTargetParams, anc: np.ndarray, lab: np.ndarray,
+                  cls: np.ndarray, ct: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    a_n = anc.shape[0]
+    loc_t, mask = np.zeros((a_n, 4), ct), np.zeros((a_n, 4), ct)
+    cls_t = np.full(a_n, ct(p.ignore_label), ct)
+    g_n = 0
+    while g_n < lab.shape[0] and not (-2 < lab[g_n, 0] <= -1):
+        g_n += 1
+    if g_n == 0:
+        return loc_t, mask, cls_t
+    ious = [[_box_iou(anc[j], lab[k, 1:5]) for k in range(g_n)] for j in range(a_n)]
+    flags, match, maxm = [-1] * a_n, [-1] * a_n, [-1.0] * a_n
+    used = [False] * g_n
+    for _ in range(g_n):
+        best, ba, bg = ct(1e-6), -1, -1
+        for j in range(a_n):
+            if flags[j] == 1:
+                continue
+            for k in range(g_n):
+                if not used[k] and ious[j][k] > best:
+                    best, ba, bg = ious[j][k], j, k
+        if ba < 0:
+            break
+        flags[ba], used[bg], maxm[ba], match[ba] = 1, True, best, bg
+    if p.overlap_threshold > 0:
+        for j in range(a_n):
+            if flags[j] == 1:
+                continue
+            for k in range(g_n):
+                if ious[j][k] > maxm[j]:
+                    maxm[j], match[j] = ious[j][k], k
+            if maxm[j] > p.overlap_threshold:
+                flags[j] = 1
+    if p.negative_mining_ratio > 0:
+        npos = flags.count(1)
+        nneg = max(int(npos * p.negative_mining_ratio), p.minimum_negative_samples)
+        nneg = min(nneg, a_n - npos) if npos > 0 else 0
+        if nneg > 0:
+            cands = [j for j in range(a_n) if flags[j] != 1
+                     and maxm[j] < p.negative_mining_thresh]
+            x = cls.astype(np.float64)
+            e = np.exp(x - x.max(axis=0))
+            prob = e[0] / e.sum(axis=0)
+            cands.sort(key=lambda j: prob[j])
+            for j in cands[:nneg]:
+                flags[j] = 0
+    else:
+        flags = [f if f == 1 else 0 for f in flags]
+    v = [ct(x) for x in p.variances]
+    for j in range(a_n):
+        if flags[j] == 0:
+            cls_t[j] = 0
+        elif flags[j] == 1:
+            g = lab[match[j]]
+            cls_t[j] = g[0] + ct(1)
+            mask[j] = 1
+            al, at, ar, ab = anc[j]
+            aw, ah = ar - al, ab - at
+            ax, ay = (al + ar) / ct(2), (at + ab) / ct(2)
+            gw, gh = g[3] - g[1], g[4] - g[2]
+            gx, gy = (g[1] + g[3]) / ct(2), (g[2] + g[4]) / ct(2)
+            with np.errstate(all="ignore"):
+                loc_t[j] = [(gx - ax) / aw / v[0], (gy - ay) / ah / v[1],
+                            np.log(gw / aw) / v[2], np.log(gh / ah) / v[3]]
+    return loc_t, mask, cls_t
+
+
+def _box_iou(a: np.ndarray, b: np.ndarray) -> Any:
+    z = a.dtype.type(0)
+    w = max(z, min(a[2], b[2]) - max(a[0], b[0]))
+    h = max(z, min(a[3], b[3]) - max(a[1], b[1]))
+    i = w * h
+    u = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - i
+    return a.dtype.type(0) if not u > 0 else i / u
+
+
+def multibox_target_reference(p: MultiBoxTargetParams, anchor: np.ndarray, label: np.ndarray,
+                              cls_pred: np.ndarray) -> tuple[np.ndarray, ...]:
+    ct = comp(anchor.dtype)
+    b_n, a_n = label.shape[0], anchor.shape[1]
+    anc = anchor.astype(ct).reshape(a_n, 4)
+    res = [_target_batch(p, anc, label[b].astype(ct), cls_pred[b].astype(ct), ct)
+           for b in range(b_n)]
+    dt = anchor.dtype
+    if not res:
+        return (np.zeros((0, a_n * 4), dt), np.zeros((0, a_n * 4), dt), np.zeros((0, a_n), dt))
+    return (np.stack([r[0].reshape(-1) for r in res]).astype(dt),
+            np.stack([r[1].reshape(-1) for r in res]).astype(dt),
+            np.stack([r[2] for r in res]).astype(dt))
+
+
+def multibox_target_lowering(call: KernelCall) -> Lowered:
+    dt = check_float("MultiBoxTarget", call.in_dtypes[0])
+    a = call.in_shapes[0][1]
+    b, ln, w = call.in_shapes[1]
+    c = call.in_shapes[2][1]
+    if b * a == 0:
+        return Lowered()
+    p: MultiBoxTargetParams = call.params
+    spec = KernelSpec.make("detection/multibox_target.c.j2", dtype=dt)
+    ia = (b, a, ln, w, c, p.minimum_negative_samples)
+    fa = (float(p.overlap_threshold), float(p.ignore_label), float(p.negative_mining_ratio),
+          float(p.negative_mining_thresh), *p.variances)
+    return Lowered((Launch(spec, ia, fa, workspace=b * (6 * a + ln) * 8),))
+
+
+MULTIBOX_TARGET = register(OpDef(
+    name="_contrib_MultiBoxTarget",
+    params=MultiBoxTargetParams,
+    inputs=("anchor", "label", "cls_pred"),
+    outputs=("loc_target", "loc_mask", "cls_target"),
+    infer_shape=multibox_target_shape,
+    infer_type=same_type,
+    reference=multibox_target_reference,
+    kernels={DENSE: Kernel(multibox_target_lowering)},
+    grad=no_gradient,  # NOTE: zero in MXNet too
+    differentiable=False,
+    doc="Training targets of SSD: each anchor matched to a ground truth (greedy bipartite, then "
+        "by IoU), with encoded box offsets, their mask and the class target (0: negative).",
+    examples=(
+        Example(((1, 8, 4), (2, 3, 5), (2, 3, 8)), low=0.0, high=1.0),
+        Example(((1, 10, 4), (2, 2, 6), (2, 4, 10)),
+                {"overlap_threshold": 0.1, "negative_mining_ratio": 2.0,
+                 "negative_mining_thresh": 0.3, "minimum_negative_samples": 1,
+                 "ignore_label": -2.0, "variances": (0.2, 0.2, 0.5, 0.5)},
+                low=0.0, high=1.0),
+    ),
+    bad_params=({"variances": (0.1,)}, {"overlap": 0.5}),
 ))
