@@ -58,7 +58,7 @@ NOT_YET_MAPPED = {
 NOT_YET_MAPPED |= {"_contrib_box_iou", "_contrib_box_nms", "_contrib_box_encode",
                    "_contrib_box_decode", "_contrib_bipartite_matching",
                    "_contrib_MultiBoxPrior", "_contrib_MultiBoxDetection",
-                   "_contrib_MultiBoxTarget"}
+                   "_contrib_MultiBoxTarget", "_contrib_Proposal", "_contrib_MultiProposal"}
 UNMAPPED |= NOT_YET_MAPPED
 
 
