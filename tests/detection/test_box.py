@@ -168,3 +168,30 @@ def test_bipartite_matching_mxnet_values():
 def test_bad_input_raises_a_clear_error(call, what):
     with pytest.raises(NNSymError, match=f".*{__import__('re').escape(what)}"):
         call()
+
+
+DETECTION_OPS = ("_contrib_box_iou", "_contrib_box_nms", "_contrib_box_encode",
+                 "_contrib_box_decode", "_contrib_bipartite_matching",
+                 "_contrib_MultiBoxDetection", "_contrib_MultiBoxTarget", "_contrib_Proposal",
+                 "_contrib_MultiProposal")
+
+
+@pytest.mark.parametrize("name", DETECTION_OPS)
+def test_float16_kernels_match_their_references(name):
+    """The registry tables run float32/float64; float16 computes in float32 here too."""
+    from dataclasses import replace
+
+    from nnsym.ndarray.ndarray import invoke
+    from nnsym.ops import get_op
+    from nnsym.testing import make_inputs
+
+    op = get_op(name)
+    ex = replace(op.examples[0], dtype="float16")
+    ins = make_inputs(op, ex)
+    params = op.params(**dict(ex.params))
+    got = invoke(op, [nd.array(a, dtype="float16") for a in ins], dict(ex.params))
+    want = op.reference(params, *ins)
+    want = want if isinstance(want, tuple) else (want,)
+    for g, w in zip(got, want):
+        assert g.dtype == np.float16
+        np.testing.assert_allclose(g.asnumpy().astype(F), w.astype(F), rtol=2e-3, atol=2e-3)

@@ -326,7 +326,7 @@ def _target_batch(p: MultiBoxTargetParams, anc: np.ndarray, lab: np.ndarray,
         nneg = max(int(npos * p.negative_mining_ratio), p.minimum_negative_samples)
         nneg = min(nneg, a_n - npos) if npos > 0 else 0
         if nneg > 0:
-            cands = [j for j in range(a_n) if flags[j] != 1
+            cands = [j for j in range(a_n) if flags[j] != 1 and cls.shape[0]
                      and maxm[j] < p.negative_mining_thresh]
             x = cls.astype(np.float64)
             e = np.exp(x - x.max(axis=0))
