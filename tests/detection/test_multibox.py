@@ -156,3 +156,22 @@ def test_target_edge_cases_as_mxnet():
     nan = np.array([[[np.nan, 0, 0, .5, .5], [0, np.nan, 0, 1, 1]]], F)
     _, mask, cls = _target(anc, nan, negative_mining_ratio=1e9)
     assert cls.shape == (1, 4) and np.isfinite(mask).all()
+
+
+def test_float_tuple_parameters_parse_like_mxnet():
+    from nnsym.errors import OperatorParamError
+    from nnsym.ops import get_op
+
+    op = get_op("_contrib_MultiBoxPrior")
+    for text, want in (("0.5", (0.5,)), ("[0.1,0.2]", (0.1, 0.2)), ("(1, 2.5)", (1.0, 2.5)),
+                       ("(3,)", (3.0,))):
+        assert nd.contrib.MultiBoxPrior(nd.zeros((1, 1, 1, 1)), sizes=text).shape == (
+            1, len(want), 4)
+        assert op.parse_params({"sizes": text})[0].sizes == want
+    for bad in ("(a, b)", "(0.1", "[0.1)", True, "x"):
+        with pytest.raises(OperatorParamError, match="sizes"):
+            op.parse_params({"sizes": bad})
+    s = sym.contrib.MultiBoxPrior(sym.var("d"), sizes=(0.5, 0.25), ratios=[1, 2])
+    back = sym.load_json(s.tojson())
+    assert back.tojson() == s.tojson()
+    assert back.infer_shape(d=(1, 3, 2, 2))[1] == [(1, 12, 4)]
