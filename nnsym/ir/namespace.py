@@ -45,6 +45,7 @@ def _default_params(op: OpDef) -> Any:
                 "dtype": "float32",
                 "tuple": (1,),
                 "tuple_opt": (1,),
+                "tuple_float": (1.0,),
             }[s.base]
     return op.params(**vals)
 

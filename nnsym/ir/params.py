@@ -71,6 +71,7 @@ class FieldSpec:
             "dtype": "dtype",
             "tuple": "Shape(tuple)",
             "tuple_opt": "tuple of int or None",
+            "tuple_float": "tuple of <float>",
         }[self.base]
         if self.choices:
             t = "{" + ", ".join(repr(c) for c in self.choices) + "}"
@@ -103,6 +104,8 @@ def _classify(name: str, ann: Any, kind: str | None) -> tuple[str, bool]:
         return "dtype", optional
     if origin is tuple:
         elem = typing.get_args(ann)[0]
+        if elem is float:
+            return "tuple_float", optional
         return ("tuple" if elem is int else "tuple_opt"), optional
     base = {int: "int", float: "float", bool: "bool", str: "str"}.get(ann)
     if base is None:
@@ -134,6 +137,19 @@ def _parse_tuple_text(text: str, allow_none: bool) -> tuple[int | None, ...]:
         else:
             out.append(_parse_int_text(it))
     return tuple(out)
+
+
+def _parse_float_tuple_text(text: str) -> tuple[float, ...]:
+    """MXNet's tuple of floats: "(0.1, 0.2)", "[1,2]", or a bare number as a one-tuple."""
+    s = text.strip()
+    if s and s[0] in "([":
+        if len(s) < 2 or s[-1] != {"(": ")", "[": "]"}[s[0]]:
+            raise ValueError(text)
+        s = s[1:-1]
+    items = [t.strip() for t in s.split(",")]
+    if items and items[-1] == "" and len(items) > 1:
+        items.pop()
+    return tuple(float(t) for t in items) if items != [""] else ()
 
 
 def _parse_int_text(s: str) -> int:
@@ -299,6 +315,8 @@ def _convert(spec: FieldSpec, raw: Any) -> Any:
             return raw
         if base == "dtype":
             return _as_dtype_name(s)
+        if base == "tuple_float":
+            return _parse_float_tuple_text(s)
         return _parse_tuple_text(s, allow_none=base == "tuple_opt")
     if base == "bool":
         if isinstance(raw, (bool, np.bool_)):
@@ -327,6 +345,12 @@ def _convert(spec: FieldSpec, raw: Any) -> Any:
         return raw if isinstance(raw, str) else _fail(raw)
     if base == "dtype":
         return _as_dtype_name(raw)
+    if base == "tuple_float":
+        items = list(raw) if isinstance(raw, (tuple, list)) else [raw]
+        if any(isinstance(d, (bool, np.bool_)) or not isinstance(
+                d, (int, float, np.integer, np.floating)) for d in items):
+            return _fail(raw)
+        return tuple(float(d) for d in items)
     if isinstance(raw, (int, np.integer)) and not isinstance(raw, bool):
         return (int(raw),)
     if isinstance(raw, (tuple, list)):

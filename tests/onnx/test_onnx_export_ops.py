@@ -54,6 +54,11 @@ NOT_YET_MAPPED = {
     "_random_pdf_normal", "_random_pdf_poisson", "_random_pdf_uniform", "_ravel_multi_index",
     "_unravel_index", "all_finite", "amp_cast", "amp_multicast", "col2im",
     "fill_element_0index", "im2col", "khatri_rao", "multi_all_finite", "multi_sum_sq"}
+# The detection family (no ONNX converter yet; box_nms could map to NonMaxSuppression).
+NOT_YET_MAPPED |= {"_contrib_box_iou", "_contrib_box_nms", "_contrib_box_encode",
+                   "_contrib_box_decode", "_contrib_bipartite_matching",
+                   "_contrib_MultiBoxPrior", "_contrib_MultiBoxDetection",
+                   "_contrib_MultiBoxTarget", "_contrib_Proposal", "_contrib_MultiProposal"}
 UNMAPPED |= NOT_YET_MAPPED
 # The optimizer updates (training steps that update their states in place): no ONNX
 # inference counterpart.
