@@ -7,6 +7,7 @@ import bisect
 from collections.abc import Sequence
 
 from nnsym.ir.graph import IndexedGraph
+from nnsym.ir.printing import node_block
 from nnsym.passes.memory import MemoryPlan
 from nnsym.types import DispatchMode, SType
 
@@ -30,18 +31,8 @@ def debug_str(idx: IndexedGraph, plan: MemoryPlan, stypes: Sequence[SType] | Non
             if e.node.op is None and vid not in printed:
                 printed.add(vid)
                 lines.append(f"Variable:{e.node.name}")
-        lines.append("--------------------")
-        lines.append(f"Op:{node.op.name}, Name={node.name}")
-        lines.append("Inputs:")
-        for j, e in enumerate(node.inputs):
-            ver = ""
-            if e.node.op is None:
-                ver = f" version={1 if idx.node_id(e.node) in mutated else 0}"
-            lines.append(f"\targ[{j}]={e.node.name}({e.index}){ver}")
         attrs = {k: v for k, v in node.attrs.items() if not k.startswith("__")}
-        if attrs:
-            lines.append("Attrs:")
-            lines.extend(f"\t{k}={attrs[k]}" for k in sorted(attrs))
+        lines.extend(node_block(idx, node, mutated, attrs))
         nid = idx.node_id(node)
         if stypes is not None and modes is not None:
             ins = [stypes[idx.entry_id(e)] for e in node.inputs]

@@ -25,6 +25,7 @@ from nnsym.ir.graph import Entry, Graph, GraphAttrs, IndexedGraph, Node, variabl
 from nnsym.ir.json import graph_to_json, load_entries
 from nnsym.ir.opdef import OpDef, get_op
 from nnsym.ir.params import mx_str
+from nnsym.ir.printing import node_block
 from nnsym.ndarray.ndarray import NDArray, zeros
 from nnsym.ndarray.sparse import zeros as sparse_zeros
 from nnsym.passes.infer import infer_shape, infer_type
@@ -381,17 +382,7 @@ class Symbol(_Fluent):
             if node.op is None:
                 lines.append(f"Variable:{node.name}")
                 continue
-            lines.append("--------------------")
-            lines.append(f"Op:{node.op.name}, Name={node.name}")
-            lines.append("Inputs:")
-            for j, e in enumerate(node.inputs):
-                ver = ""
-                if e.node.op is None:
-                    ver = f" version={1 if idx.node_id(e.node) in mutated else 0}"
-                lines.append(f"\targ[{j}]={e.node.name}({e.index}){ver}")
-            if node.attrs:
-                lines.append("Attrs:")
-                lines.extend(f"\t{k}={node.attrs[k]}" for k in sorted(node.attrs))
+            lines.extend(node_block(idx, node, mutated, node.attrs))
             if node.control_deps:
                 lines.append("Control deps:")
                 lines.extend(f"\tcdep[{j}]={d.name}" for j, d in enumerate(node.control_deps))
