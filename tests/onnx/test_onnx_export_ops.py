@@ -54,6 +54,9 @@ NOT_YET_MAPPED = {
     "_random_pdf_normal", "_random_pdf_poisson", "_random_pdf_uniform", "_ravel_multi_index",
     "_unravel_index", "all_finite", "amp_cast", "amp_multicast", "col2im",
     "fill_element_0index", "im2col", "khatri_rao", "multi_all_finite", "multi_sum_sq"}
+# ROI and deformable contrib operators (ONNX's RoiAlign differs: no position-sensitive or
+# rotated form, another sampling rule)
+NOT_YET_MAPPED |= {"_contrib_ROIAlign", "_contrib_RROIAlign"}
 UNMAPPED |= NOT_YET_MAPPED
 
 

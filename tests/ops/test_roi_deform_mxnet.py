@@ -1,0 +1,95 @@
+"""The ROI and deformable contrib operators against numbers MXNet 1.9.1 wrote
+(tests/golden/roi_deform: aligned ROIAlign, rotated rois at large angles, real-valued rois and
+offsets, which the registry's integer-valued examples cannot show), their numeric gradients
+there, and their shape errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import nnsym as mx
+from nnsym.errors import NNSymError
+from nnsym.test_utils import check_numeric_gradient
+from nnsym.testing import as_nd
+
+HERE = Path(__file__).parents[1] / "golden" / "roi_deform"
+GOLD = np.load(HERE / "roi_deform.npz")
+CASES = {c["name"]: c for c in json.loads((HERE / "cases.json").read_text())["cases"]}
+
+
+def _symbol(case: dict) -> mx.sym.Symbol:
+    params = {k: tuple(v) if isinstance(v, list) else v for k, v in case["params"].items()}
+    return getattr(mx.sym, case["op"])(*[mx.sym.var(n) for n in case["inputs"]], **params)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_forward_and_gradients_match_mxnet(name: str) -> None:
+    case = CASES[name]
+    s = _symbol(case)
+    args = {n: as_nd(GOLD[f"{name}/in_{n}"]) for n in case["inputs"]}
+    grads = {n: as_nd(np.zeros_like(GOLD[f"{name}/in_{n}"])) for n in case["grads"]}
+    reqs = {n: ("write" if n in grads else "null") for n in args}
+    exe = s.bind(None, args, args_grad=grads or None, grad_req=reqs)
+    out = exe.forward(is_train=True)[0].asnumpy()
+    np.testing.assert_allclose(out, GOLD[f"{name}/out"], rtol=1e-4, atol=1e-5)
+    if grads:
+        exe.backward([as_nd(GOLD[f"{name}/head"])])
+        for n in grads:
+            np.testing.assert_allclose(
+                grads[n].asnumpy(), GOLD[f"{name}/grad_{n}"], rtol=1e-4, atol=1e-5, err_msg=n
+            )
+
+
+@pytest.mark.parametrize("name", sorted(n for n, c in CASES.items() if c["grads"]))
+def test_gradients_match_finite_differences(name: str) -> None:
+    case = CASES[name]
+    loc = {n: GOLD[f"{name}/in_{n}"].astype(np.float64) for n in case["inputs"]}
+    check_numeric_gradient(
+        _symbol(case), loc, grad_nodes=case["grads"], rtol=1e-5, use_forward_train=False
+    )
+
+
+def test_roi_align_reference_is_mxnets_on_a_hand_computed_bin() -> None:
+    """One 1x1 bin, one sample at the roi centre (2.5, 1.5): the bilinear mean of its cells."""
+    data = np.arange(20, dtype=np.float32).reshape(1, 1, 4, 5)
+    rois = np.array([[0, 1, 2, 2, 3]], np.float32)
+    out = mx.nd.contrib.ROIAlign(
+        as_nd(data), as_nd(rois), pooled_size=(1, 1), spatial_scale=1.0, sample_ratio=1
+    ).asnumpy()
+    assert out.shape == (1, 1, 1, 1)
+    assert out[0, 0, 0, 0] == pytest.approx(2.5 * 5 + 1.5)
+
+
+@pytest.mark.parametrize(
+    ("op", "data", "rois", "params", "what"),
+    [
+        ("ROIAlign", (2, 3, 5, 5), (4, 4), {}, "rois"),
+        ("ROIAlign", (2, 3, 5), (4, 5), {}, "4-D"),
+        ("ROIAlign", (2, 6, 5, 5), (4, 5), {"position_sensitive": True}, "multiple"),
+        ("RROIAlign", (2, 3, 5, 5), (4, 5), {}, "rois"),
+    ],
+)
+def test_bad_shapes_raise_naming_the_input(op, data, rois, params, what) -> None:
+    s = getattr(mx.sym.contrib, op)(
+        mx.sym.var("d"), mx.sym.var("r"), pooled_size=(2, 2), spatial_scale=1.0, **params
+    )
+    with pytest.raises(NNSymError, match=what):
+        s.infer_shape(d=data, r=rois)
+
+
+def test_rroi_align_has_no_gradient_as_in_mxnet() -> None:
+    s = mx.sym.contrib.RROIAlign(
+        mx.sym.var("d"), mx.sym.var("r"), pooled_size=(2, 2), spatial_scale=1.0
+    )
+    args = {"d": mx.nd.ones((1, 1, 4, 4)), "r": mx.nd.array([[0, 2, 2, 2, 2, 30]])}
+    with pytest.raises(NNSymError, match="RROIAlign"):
+        s.bind(
+            None,
+            args,
+            args_grad={"d": mx.nd.zeros((1, 1, 4, 4))},
+            grad_req={"d": "write", "r": "null"},
+        )
