@@ -9,6 +9,7 @@ from nnsym.ops.conv import (  # noqa: F401
     deconv,
     im2col,
     legacy,
+    psroi_pooling,
     roi_align,
     roi_pooling,
     spatial,

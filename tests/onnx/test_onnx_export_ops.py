@@ -56,7 +56,8 @@ NOT_YET_MAPPED = {
     "fill_element_0index", "im2col", "khatri_rao", "multi_all_finite", "multi_sum_sq"}
 # ROI and deformable contrib operators (ONNX's RoiAlign differs: no position-sensitive or
 # rotated form, another sampling rule)
-NOT_YET_MAPPED |= {"_contrib_ROIAlign", "_contrib_RROIAlign"}
+NOT_YET_MAPPED |= {"_contrib_ROIAlign", "_contrib_RROIAlign", "_contrib_PSROIPooling",
+                   "_contrib_DeformablePSROIPooling"}
 UNMAPPED |= NOT_YET_MAPPED
 
 

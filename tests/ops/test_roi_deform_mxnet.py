@@ -93,3 +93,50 @@ def test_rroi_align_has_no_gradient_as_in_mxnet() -> None:
             args_grad={"d": mx.nd.zeros((1, 1, 4, 4))},
             grad_req={"d": "write", "r": "null"},
         )
+
+
+@pytest.mark.parametrize(
+    ("op", "shapes", "params", "what"),
+    [
+        ("PSROIPooling", {"d": (1, 7, 5, 5), "r": (3, 5)}, {}, "channels"),
+        ("PSROIPooling", {"d": (1, 8, 5, 5), "r": (3, 6)}, {}, "rois"),
+        (
+            "DeformablePSROIPooling",
+            {"d": (1, 8, 5, 5), "r": (3, 5), "t": (3, 3, 2, 2)},
+            {},
+            "trans",
+        ),
+        ("DeformablePSROIPooling", {"d": (1, 8, 5, 5), "r": (3, 5), "t": (3, 2, 2)}, {}, "trans"),
+        (
+            "DeformablePSROIPooling",
+            {"d": (1, 6, 5, 5), "r": (3, 5)},
+            {"no_trans": True},
+            "channels",
+        ),
+    ],
+)
+def test_psroi_bad_shapes_raise_naming_the_input(op, shapes, params, what) -> None:
+    """MXNet reads past the data for too few channels; nnsym refuses them."""
+    extra = {"group_size": 2} if op.startswith("Deformable") else {}
+    ins = [mx.sym.var(n) for n in shapes]
+    s = getattr(mx.sym.contrib, op)(
+        *ins, spatial_scale=1.0, output_dim=2, pooled_size=2, **extra, **params
+    )
+    with pytest.raises(NNSymError, match=what):
+        s.infer_shape(**shapes)
+
+
+def test_deformable_psroi_infers_the_offsets_shape_from_the_rois() -> None:
+    s = mx.sym.contrib.DeformablePSROIPooling(
+        mx.sym.var("d"),
+        mx.sym.var("r"),
+        mx.sym.var("t"),
+        spatial_scale=1.0,
+        output_dim=2,
+        pooled_size=3,
+        group_size=2,
+        part_size=2,
+    )
+    args, outs, _ = s.infer_shape_partial(d=(1, 8, 5, 5), r=(4, 5))
+    assert outs == [(4, 2, 3, 3)]
+    assert args[2] == (4, 0, 2, 2)  # the class count is unknown until trans is given

@@ -38,6 +38,23 @@ CASES = [
     ("rroialign_ratio", "RROIAlign",
      {"pooled_size": (3, 2), "spatial_scale": 0.75, "sampling_ratio": 3},
      {"data": u(2, 2, 6, 6, lo=-1, hi=1), "rois": RROIS}, []),
+    ("psroi_real_rois", "PSROIPooling",
+     {"spatial_scale": 0.7, "output_dim": 2, "pooled_size": 3},
+     {"data": u(2, 18, 6, 7), "rois": ROIS}, ["data"]),
+    ("dpsroi_trans", "DeformablePSROIPooling",
+     {"spatial_scale": 0.7, "output_dim": 2, "group_size": 3, "pooled_size": 3,
+      "sample_per_part": 2, "trans_std": 0.3},
+     {"data": u(2, 18, 6, 7), "rois": ROIS, "trans": u(5, 4, 3, 3, lo=-1, hi=1)},
+     ["data", "trans"]),
+    ("dpsroi_parts", "DeformablePSROIPooling",
+     {"spatial_scale": 0.9, "output_dim": 4, "group_size": 2, "pooled_size": 3,
+      "part_size": 2, "sample_per_part": 3, "trans_std": 0.2},
+     {"data": u(2, 16, 7, 6), "rois": ROIS, "trans": u(5, 4, 2, 2, lo=-1, hi=1)},
+     ["data", "trans"]),
+    ("dpsroi_no_trans", "DeformablePSROIPooling",
+     {"spatial_scale": 0.9, "output_dim": 2, "group_size": 3, "pooled_size": 3,
+      "sample_per_part": 3, "no_trans": True},
+     {"data": u(2, 18, 6, 7), "rois": ROIS}, ["data"]),
 ]
 
 
