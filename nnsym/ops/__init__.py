@@ -7,6 +7,7 @@ from nnsym.ops.conv import (  # noqa: F401
     correlation,
     crop,
     deconv,
+    deformable_conv,
     im2col,
     legacy,
     psroi_pooling,

@@ -55,9 +55,10 @@ NOT_YET_MAPPED = {
     "_unravel_index", "all_finite", "amp_cast", "amp_multicast", "col2im",
     "fill_element_0index", "im2col", "khatri_rao", "multi_all_finite", "multi_sum_sq"}
 # ROI and deformable contrib operators (ONNX's RoiAlign differs: no position-sensitive or
-# rotated form, another sampling rule)
+# rotated form, another sampling rule; DeformConv is opset 19, past the exporter's)
 NOT_YET_MAPPED |= {"_contrib_ROIAlign", "_contrib_RROIAlign", "_contrib_PSROIPooling",
-                   "_contrib_DeformablePSROIPooling"}
+                   "_contrib_DeformablePSROIPooling", "_contrib_DeformableConvolution",
+                   "_contrib_ModulatedDeformableConvolution"}
 UNMAPPED |= NOT_YET_MAPPED
 
 
