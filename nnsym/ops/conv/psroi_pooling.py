@@ -261,6 +261,7 @@ def psroi_lowering(call: KernelCall) -> Lowered:
 
 def psroi_backward_lowering(call: KernelCall) -> Lowered:
     """p = [ograd, rois, data (shape only), dx]."""
+    _check_dtype("PSROIPooling", call.out_dtypes[0].name)
     data = call.in_shapes[2]
     if size(data) == 0:
         return Lowered()
@@ -293,6 +294,7 @@ def dpsroi_lowering(call: KernelCall) -> Lowered:
 def dpsroi_backward_lowering(call: KernelCall) -> Lowered:
     """p = [ograd, data, rois, (trans,) ddata(, dtrans)]."""
     p = call.params
+    _check_dtype("DeformablePSROIPooling", call.out_dtypes[0].name)
     data = call.in_shapes[1]
     if size(data) == 0:
         return Lowered()

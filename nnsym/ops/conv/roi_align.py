@@ -210,6 +210,7 @@ def roi_align_lowering(call: KernelCall) -> Lowered:
 
 def roi_align_backward_lowering(call: KernelCall) -> Lowered:
     """p = [ograd, rois, data (shape only), dx]."""
+    _check_dtype("ROIAlign", call.out_dtypes[0].name)
     data = call.in_shapes[2]
     if size(data) == 0:
         return Lowered()
