@@ -74,6 +74,8 @@ REORDERING: frozenset[str] = frozenset({
     # long chains of libm calls (log, exp, lgamma; Jacobi sweeps that iterate on them): the
     # device's libm differs from glibc in last bits, which the chains carry on
     "linalg", "pdf",
+    # deformable convolution: GEMMs (tiled on the device, BLAS in C) and atomic scatters
+    "deformable_conv", "deformable_conv_backward",
 })
 
 
