@@ -79,6 +79,7 @@ def param_type(spec: FieldSpec) -> str:
         "dtype": "_DType",
         "tuple": "int | _abc.Sequence[int]",
         "tuple_opt": "int | _abc.Sequence[int | None]",
+        "tuple_float": "float | _abc.Sequence[float]",
     }[spec.base]
     if spec.base == "str" and spec.choices:
         # Literal for completion; plain str still passes (a str variable from a config)
@@ -94,7 +95,8 @@ def literal(v: Any) -> str:
         return repr(v)
     if isinstance(v, float):
         return repr(v) if math.isfinite(v) else "..."
-    if isinstance(v, tuple) and all(x is None or type(x) is int for x in v):
+    if isinstance(v, tuple) and all(x is None or type(x) in (int, float) for x in v) and \
+            all(math.isfinite(x) for x in v if type(x) is float):
         return repr(v)
     return "..."
 

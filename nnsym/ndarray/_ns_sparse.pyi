@@ -12,8 +12,12 @@ from nnsym.symbol.symbol import Symbol as _Symbol
 _DType: _t.TypeAlias = str | type | _np.dtype[_t.Any]
 
 from nnsym.ndarray.optim_ops import adagrad_update as adagrad_update
+from nnsym.ndarray.optim_ops import adam_update as adam_update
 from nnsym.ndarray.sparse_api import cast_storage as cast_storage
+from nnsym.ndarray.optim_ops import ftrl_update as ftrl_update
 from nnsym.ndarray.sparse_api import retain as retain
+from nnsym.ndarray.optim_ops import sgd_mom_update as sgd_mom_update
+from nnsym.ndarray.optim_ops import sgd_update as sgd_update
 from nnsym.ndarray.sparse_api import square_sum as square_sum
 
 __all__ = [
@@ -46,6 +50,7 @@ __all__ = [
     '_sub',
     'abs',
     'adagrad_update',
+    'adam_update',
     'add_n',
     'arccos',
     'arccosh',
@@ -80,6 +85,7 @@ __all__ = [
     'expm1',
     'fix',
     'floor',
+    'ftrl_update',
     'gamma',
     'gammaln',
     'log',
@@ -96,6 +102,8 @@ __all__ = [
     'round',
     'row_sparse_array',
     'rsqrt',
+    'sgd_mom_update',
+    'sgd_update',
     'sigmoid',
     'sign',
     'sin',
