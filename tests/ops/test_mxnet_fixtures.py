@@ -111,6 +111,5 @@ def test_the_fixtures_cover_the_registry():
     asked = {c["op"] for c in CASES.values()}
     want = {n for n, op in REGISTRY.items() if n in mxnet_operator_names() and op.examples
             and not n.startswith("_backward") and not op.random}  # samples: not comparable
-    # Dropout, LeakyReLU: random in training mode. _split_v2 (added after the table was made)
-    # is checked against MXNet in tests/symbol/test_surface_extras.py until opcases is remade.
-    assert want - asked <= {"Dropout", "LeakyReLU", "_split_v2"}
+    # Dropout, LeakyReLU: random in training mode
+    assert want - asked <= {"Dropout", "LeakyReLU"}
