@@ -76,7 +76,8 @@ def op_docstring(op: OpDef, func_name: str) -> str:
 def populate_namespaces(package: str, make: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """One function per registered operator name and alias, made by ``make(op, name)``, and the
     sub-namespaces MXNet has (``contrib`` without the ``_contrib_`` prefix, ``_internal`` for
-    names starting with ``_``, ``linalg`` without the ``_linalg_`` prefix, ``sparse`` for
+    names starting with ``_``, ``linalg`` without the ``_linalg_`` prefix, ``image`` without
+    ``_image_``, ``sparse`` for
     operators with sparse implementations) as modules named ``<package>.<sub>``. Returns
     (functions by name, sub-modules by name)."""
     subs = {
@@ -84,6 +85,7 @@ def populate_namespaces(package: str, make: Any) -> tuple[dict[str, Any], dict[s
         "_internal": types.ModuleType(f"{package}._internal", "Internal operators."),
         "sparse": types.ModuleType(f"{package}.sparse", "Operators with sparse kernels."),
         "linalg": types.ModuleType(f"{package}.linalg", "Linear-algebra operators."),
+        "image": types.ModuleType(f"{package}.image", "Image operators."),
     }
     made: dict[str, Any] = {}
     for fname, op in sorted(all_names().items()):
@@ -92,6 +94,8 @@ def populate_namespaces(package: str, make: Any) -> tuple[dict[str, Any], dict[s
             setattr(subs["contrib"], fname[len("_contrib_") :], fn)
         if fname.startswith("_linalg_"):
             setattr(subs["linalg"], fname[len("_linalg_") :], fn)
+        if fname.startswith("_image_"):
+            setattr(subs["image"], fname[len("_image_") :], fn)
         if fname.startswith("_"):
             setattr(subs["_internal"], fname, fn)
         if op.sparse:

@@ -53,7 +53,7 @@ class FieldSpec:
     """What parsing needs to know about one parameter."""
 
     name: str
-    base: str  # "int" | "float" | "bool" | "str" | "dtype" | "tuple" | "tuple_opt"
+    base: str  # "int" | "float" | "bool" | "str" | "dtype" | "tuple" | "tuple_opt" | "tuple_float"
     optional: bool
     required: bool
     default: Any
@@ -71,6 +71,7 @@ class FieldSpec:
             "dtype": "dtype",
             "tuple": "Shape(tuple)",
             "tuple_opt": "tuple of int or None",
+            "tuple_float": "tuple of <float>",
         }[self.base]
         if self.choices:
             t = "{" + ", ".join(repr(c) for c in self.choices) + "}"
@@ -103,6 +104,8 @@ def _classify(name: str, ann: Any, kind: str | None) -> tuple[str, bool]:
         return "dtype", optional
     if origin is tuple:
         elem = typing.get_args(ann)[0]
+        if elem is float:
+            return "tuple_float", optional
         return ("tuple" if elem is int else "tuple_opt"), optional
     base = {int: "int", float: "float", bool: "bool", str: "str"}.get(ann)
     if base is None:
@@ -134,6 +137,29 @@ def _parse_tuple_text(text: str, allow_none: bool) -> tuple[int | None, ...]:
         else:
             out.append(_parse_int_text(it))
     return tuple(out)
+
+
+def _parse_float_tuple_text(s: str) -> tuple[float, ...]:
+    """dmlc's tuple of float: "(0.5, 1)", "[0,0]" or a bare number (a one-tuple)."""
+    if s and s[0] not in "([":
+        return (float(s),)
+    if len(s) < 2 or s[-1] not in ")]" or (s[0] == "(") != (s[-1] == ")"):
+        raise ValueError(s)
+    items = [t.strip() for t in s[1:-1].split(",")]
+    if items and items[-1] == "":
+        items.pop()
+    return tuple(float(t) for t in items)
+
+
+def _float_tuple(raw: Any) -> tuple[float, ...]:
+    if isinstance(raw, (int, float, np.integer, np.floating)) and not isinstance(raw, bool):
+        return (float(raw),)
+    if isinstance(raw, (tuple, list)) and all(
+        isinstance(d, (int, float, np.integer, np.floating)) and not isinstance(d, bool)
+        for d in raw
+    ):
+        return tuple(float(d) for d in raw)
+    raise ValueError(repr(raw))
 
 
 def _parse_int_text(s: str) -> int:
@@ -299,6 +325,8 @@ def _convert(spec: FieldSpec, raw: Any) -> Any:
             return raw
         if base == "dtype":
             return _as_dtype_name(s)
+        if base == "tuple_float":
+            return _parse_float_tuple_text(s)
         return _parse_tuple_text(s, allow_none=base == "tuple_opt")
     if base == "bool":
         if isinstance(raw, (bool, np.bool_)):
@@ -327,6 +355,8 @@ def _convert(spec: FieldSpec, raw: Any) -> Any:
         return raw if isinstance(raw, str) else _fail(raw)
     if base == "dtype":
         return _as_dtype_name(raw)
+    if base == "tuple_float":
+        return _float_tuple(raw)
     if isinstance(raw, (int, np.integer)) and not isinstance(raw, bool):
         return (int(raw),)
     if isinstance(raw, (tuple, list)):

@@ -54,6 +54,10 @@ NOT_YET_MAPPED = {
     "_random_pdf_normal", "_random_pdf_poisson", "_random_pdf_uniform", "_ravel_multi_index",
     "_unravel_index", "all_finite", "amp_cast", "amp_multicast", "col2im",
     "fill_element_0index", "im2col", "khatri_rao", "multi_all_finite", "multi_sum_sq"}
+# the image family (nnsym/ops/image)
+NOT_YET_MAPPED |= {
+    "_image_to_tensor", "_image_normalize", "_image_flip_left_right", "_image_flip_top_bottom",
+    "_image_crop", "_image_resize", "_image_adjust_lighting"}
 UNMAPPED |= NOT_YET_MAPPED
 
 

@@ -28,6 +28,7 @@ def _value(spec):
         "dtype": st.sampled_from(["float32", "float16", "int32", "uint8"]),
         "tuple": st.lists(st.integers(-4, 5), max_size=4).map(tuple),
         "tuple_opt": st.lists(st.one_of(st.none(), st.integers(-4, 5)), max_size=4).map(tuple),
+        "tuple_float": st.lists(st.floats(-3, 3, allow_nan=False), max_size=4).map(tuple),
     }[spec.base]
     return st.one_of(st.none(), base) if spec.optional else base
 
