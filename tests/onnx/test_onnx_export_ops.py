@@ -60,7 +60,7 @@ NOT_YET_MAPPED |= {
     "_image_crop", "_image_resize", "_image_adjust_lighting", "_image_random_flip_left_right",
     "_image_random_flip_top_bottom", "_image_random_brightness", "_image_random_contrast",
     "_image_random_saturation", "_image_random_hue", "_image_random_color_jitter",
-    "_image_random_lighting"}
+    "_image_random_lighting", "_contrib_AdaptiveAvgPooling2D", "_contrib_BilinearResize2D"}
 UNMAPPED |= NOT_YET_MAPPED
 
 
