@@ -25,6 +25,14 @@ CASES = [  # (image shape, dtype, size, keep_ratio, interp)
     ((5, 4, 1), "float32", (3,), False, 0),
     ((2, 5, 4, 3), "float32", (3, 6), False, 1),
     ((4, 6, 2), "float64", (5, 5), False, 1),
+    ((6, 9, 3), "float32", (3, 2), False, 3),  # area, integer factors
+    ((7, 10, 2), "float32", (4, 3), False, 3),  # area, fractional boxes
+    ((4, 5, 1), "float32", (9, 7), False, 3),  # area upscaling (bilinear-like)
+    ((6, 4, 3), "float32", (7, 3), False, 3),  # area, one axis up: bilinear-like
+    ((7, 10, 3), "uint8", (4, 3), False, 3),
+    ((5, 4, 2), "float32", (7, 3), False, 4),  # Lanczos
+    ((6, 6, 3), "uint8", (9, 4), False, 4),
+    ((4, 5, 3), "float64", (3, 8), False, 4),
 ]
 
 

@@ -9,6 +9,7 @@ a source position from strides, offsets and flips, then ``(v - sub[c]) / div[c]`
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -461,17 +462,74 @@ def _cubic_weights(f: np.ndarray) -> np.ndarray:
     return np.stack([w0, w1, w2, one - w0 - w1 - w2], axis=-1).astype(np.float32)
 
 
-def _taps(n_in: int, n_out: int, interp: int) -> tuple[np.ndarray, np.ndarray]:
-    """Source indices (n_out, k) and float32 weights of one axis, as OpenCV computes them."""
-    scale = 1.0 / (n_out / n_in)
+def _lanczos4_weights(f: np.ndarray) -> np.ndarray:
+    """OpenCV's interpolateLanczos4: 8 taps from sines in double, normalised in float32."""
+    s45 = 0.70710678118654752440084436210485
+    cs = ((1, 0), (-s45, -s45), (0, 1), (s45, -s45), (-1, 0), (s45, s45), (0, -1), (-s45, s45))
+    out = np.zeros((len(f), 8), np.float32)
+    for j, x in enumerate(f.astype(np.float32)):
+        if x < np.float32(1.1920929e-07):
+            out[j, 3] = 1
+            continue
+        y0 = -(float(x) + 3) * math.pi * 0.25
+        s0, c0 = math.sin(y0), math.cos(y0)
+        total = np.float32(0)
+        for i in range(8):
+            y = -(float(x) + 3 - i) * math.pi * 0.25
+            out[j, i] = np.float32((cs[i][0] * s0 + cs[i][1] * c0) / (y * y))
+            total = np.float32(total + out[j, i])
+        out[j] *= np.float32(1) / total
+    return out
+
+
+def _area_taps(n_in: int, n_out: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """OpenCV's computeResizeAreaTab (downscaling): each output's box of input cells with their
+    covered fractions over the box width, padded with zero-weight taps."""
+    rows: list[list[tuple[int, float]]] = []
+    for d in range(n_out):
+        f1 = d * scale
+        f2 = f1 + scale
+        cell = min(scale, n_in - f1)
+        s2 = min(math.floor(f2), n_in - 1)
+        s1 = min(math.ceil(f1), s2)
+        taps: list[tuple[int, float]] = []
+        if s1 - f1 > 1e-3:
+            taps.append((s1 - 1, float(np.float32((s1 - f1) / cell))))
+        taps += [(k, float(np.float32(1.0 / cell))) for k in range(s1, s2)]
+        if f2 - s2 > 1e-3:
+            taps.append((s2, float(np.float32(min(min(f2 - s2, 1.0), cell) / cell))))
+        rows.append(taps)
+    k = max(len(t) for t in rows)
+    idx = np.zeros((n_out, k), np.int64)
+    w = np.zeros((n_out, k), np.float32)
+    for d, taps in enumerate(rows):
+        for j, (i, a) in enumerate(taps):
+            idx[d, j], w[d, j] = i, a
+    return idx, w
+
+
+def _taps(n_in: int, n_out: int, interp: int,
+          area_down: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Source indices (n_out, k) and float32 weights of one axis, as OpenCV computes them.
+    ``area_down``: INTER_AREA with both axes downscaled (box averages); otherwise INTER_AREA
+    is bilinear with OpenCV's area-mode sample positions."""
+    inv = n_out / n_in
+    scale = 1.0 / inv
     d = np.arange(n_out, dtype=np.float64)
     if interp == 0:
         idx = np.minimum(np.floor(d * scale).astype(np.int64), n_in - 1)
         return idx[:, None], np.ones((n_out, 1), np.float32)
-    f = ((d + 0.5) * scale - 0.5).astype(np.float32)
-    s = np.floor(f).astype(np.int64)
-    f = (f - s.astype(np.float32)).astype(np.float32)
-    if interp == 1:
+    if interp == 3 and area_down:
+        return _area_taps(n_in, n_out, scale)
+    if interp == 3:
+        s = np.floor(d * scale).astype(np.int64)
+        f = ((d + 1) - (s + 1) * inv).astype(np.float32)
+        f = np.where(f <= 0, np.float32(0), f - np.floor(f)).astype(np.float32)
+    else:
+        f = ((d + 0.5) * scale - 0.5).astype(np.float32)
+        s = np.floor(f).astype(np.int64)
+        f = (f - s.astype(np.float32)).astype(np.float32)
+    if interp in (1, 3):
         f = np.where(s < 0, np.float32(0), f)
         s = np.maximum(s, 0)
         f = np.where(s >= n_in - 1, np.float32(0), f)
@@ -479,20 +537,25 @@ def _taps(n_in: int, n_out: int, interp: int) -> tuple[np.ndarray, np.ndarray]:
         idx = np.stack([s, np.minimum(s + 1, n_in - 1)], axis=1)
         w = np.stack([np.float32(1) - f, f], axis=1).astype(np.float32)
         return idx, w
-    idx = np.clip(s[:, None] + np.arange(-1, 3)[None, :], 0, n_in - 1)
-    return idx, _cubic_weights(f)
+    ks = 4 if interp == 2 else 8
+    idx = np.clip(s[:, None] + np.arange(1 - ks // 2, 1 + ks // 2)[None, :], 0, n_in - 1)
+    return idx, (_cubic_weights(f) if interp == 2 else _lanczos4_weights(f))
+
+
+def resize_tables(p: ResizeParams, h: int, w: int) -> tuple[np.ndarray, ...]:
+    """(row indices, row weights, column indices, column weights) of a resize."""
+    oh, ow = resize_hw(p, h, w)
+    area_down = p.interp == 3 and oh <= h and ow <= w
+    iy, wy = _taps(h, oh, p.interp, area_down)
+    ix, wx = _taps(w, ow, p.interp, area_down)
+    return iy, wy, ix, wx
 
 
 def resize_reference(p: ResizeParams, x: np.ndarray) -> np.ndarray:
-    if p.interp > 2:
-        raise NoKernelError(f"resize interp={p.interp}: nnsym has nearest (0), bilinear (1) "
-                            "and bicubic (2)")
     batch = x if x.ndim == 4 else x[None]
     _, h, w, _ = batch.shape
-    oh, ow = resize_hw(p, h, w)
     ct = _ctype_of(x.dtype)
-    iy, wy = _taps(h, oh, p.interp)
-    ix, wx = _taps(w, ow, p.interp)
+    iy, wy, ix, wx = resize_tables(p, h, w)
     xs: np.ndarray = batch.astype(ct)
     # horizontal first, then vertical, summing taps in order as the kernel does
     t: np.ndarray = xs[:, :, ix[:, 0], :] * wx[None, None, :, 0, None].astype(ct)
@@ -513,19 +576,19 @@ RESIZE_DTYPES = ("uint8", "float32", "float64")
 def resize_lowering(call: KernelCall) -> Lowered:
     p = call.params
     idt, odt = call.in_dtypes[0], call.out_dtypes[0]
-    if p.interp > 2:
-        raise NoKernelError(f"resize interp={p.interp}: nnsym has nearest (0), bilinear (1) "
-                            "and bicubic (2)")
     if idt.name not in RESIZE_DTYPES:
         raise NoKernelError(f"resize takes {RESIZE_DTYPES} (as OpenCV), not {idt.name}")
     if size(call.out_shapes[0]) == 0 or size(call.in_shapes[0]) == 0:
         return Lowered()
     n, h, w, c = _nhwc(call.in_shapes[0])
     _, oh, ow, _ = _nhwc(call.out_shapes[0])
+    iy, wy, ix, wx = resize_tables(p, h, w)
     spec = KernelSpec.make("image/image_resize.c.j2", idtype=idt.name, odtype=odt.name,
-                           comp=comp_type(idt), interp=p.interp, req=call.req)
-    fa = (1.0 / (oh / h), 1.0 / (ow / w))
-    return Lowered((Launch(spec, (n, h, w, c, oh, ow), fa),))
+                           comp=comp_type(idt), req=call.req)
+    ia = (n, h, w, c, oh, ow, iy.shape[1], ix.shape[1], *iy.ravel().tolist(),
+          *ix.ravel().tolist())
+    fa = (*wy.astype(np.float64).ravel().tolist(), *wx.astype(np.float64).ravel().tolist())
+    return Lowered((Launch(spec, ia, fa),))
 
 
 RESIZE = register(OpDef(
@@ -537,7 +600,7 @@ RESIZE = register(OpDef(
     reference=resize_reference,
     kernels={DENSE: Kernel(resize_lowering)},
     # NOTE: MXNet 1.9.1 declares a gradient that fails on every call; nnsym declares none.
-    doc="Resizes an HWC image or NHWC batch as OpenCV's cv::resize.",
+    doc="Resizes an HWC image or NHWC batch as OpenCV's cv::resize (every interpolation).",
     examples=(
         Example(((4, 5, 3),), {"size": (7, 3)}, low=0.0, high=255.0),
         Example(((2, 6, 4, 2),), {"size": (3,), "keep_ratio": True, "interp": 0},
@@ -545,6 +608,9 @@ RESIZE = register(OpDef(
         Example(((5, 4, 1),), {"size": (6, 7), "interp": 2}, dtype="float64"),
         Example(((4, 6, 3),), {"size": (4,)}, dtype="uint8", ints={0: (0, 256)}),
         Example(((3, 3, 2),), {"size": (5, 2), "interp": 0}, dtype="uint8", ints={0: (0, 256)}),
+        Example(((6, 9, 3),), {"size": (4, 3), "interp": 3}, low=0.0, high=255.0),
+        Example(((3, 4, 1),), {"size": (6, 5), "interp": 3}, dtype="float64"),
+        Example(((5, 4, 2),), {"size": (7, 3), "interp": 4}, low=0.0, high=255.0),
     ),
     bad_params=({"size": ()}, {"size": (2, 2, 2)}, {"size": (2,), "interp": 5},
                 {"size": (0,)}),
