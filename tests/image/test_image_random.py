@@ -4,6 +4,8 @@ statistics are deterministic), reproducibility under ``random.seed`` and errors.
 
 from __future__ import annotations
 
+import colorsys
+
 import numpy as np
 import pytest
 
@@ -121,3 +123,42 @@ def test_hue_turns_preserve_lightness_and_a_full_turn_is_identity():
 def test_bad_calls(fn, kw, shape, err):
     with pytest.raises(err):
         getattr(nd.image, fn)(nd.ones(shape), **kw).asnumpy()
+
+
+def _ks_uniform(f: np.ndarray, lo: float, hi: float) -> float:
+    u = np.sort((f - lo) / (hi - lo))
+    n = len(u)
+    return float(np.max(np.maximum(np.arange(1, n + 1) / n - u, u - np.arange(n) / n)))
+
+
+def _hue(px: np.ndarray) -> float:
+    return colorsys.rgb_to_hls(*(px / 255.0))[0]
+
+
+@pytest.mark.parametrize(("fn", "lo", "hi"), [
+    ("random_contrast", 0.3, 1.7), ("random_saturation", 0.2, 1.2), ("random_hue", 0.1, 0.4),
+])
+def test_factors_are_uniform_in_range(fn, lo, hi):
+    """The factor each run drew, recovered from the output: contrast and saturation scale
+    differences between pixels (channels) by it; hue turns every pixel's hue by it * 360."""
+    x = np.array([[[200.0, 50.0, 90.0], [30.0, 120.0, 60.0]]], np.float32)
+    outs = _draws(fn, 250, x, min_factor=lo, max_factor=hi)
+    if fn == "random_contrast":
+        f = (outs[:, 0, 0, 0] - outs[:, 0, 1, 0]) / (x[0, 0, 0] - x[0, 1, 0])
+    elif fn == "random_saturation":
+        f = (outs[:, 0, 0, 0] - outs[:, 0, 0, 1]) / (x[0, 0, 0] - x[0, 0, 1])
+    else:
+        f = np.array([(_hue(o[0, 0]) - _hue(x[0, 0])) % 1.0 for o in outs])
+        g = np.array([(_hue(o[0, 1]) - _hue(x[0, 1])) % 1.0 for o in outs])
+        np.testing.assert_allclose(f, g, atol=1e-4)  # one turn for the whole image
+    assert f.min() >= lo - 1e-4 and f.max() <= hi + 1e-4
+    assert _ks_uniform(f, lo, hi) < 0.1  # KS at n=250: 1% level 0.103
+
+
+def test_color_jitter_hue_turns_both_ways():
+    x = np.array([[[200.0, 50.0, 90.0]]], np.float32)
+    outs = _draws("random_color_jitter", 250, x, brightness=0, contrast=0, saturation=0,
+                  hue=0.2)
+    f = np.array([(_hue(o[0, 0]) - _hue(x[0, 0]) + 0.5) % 1.0 - 0.5 for o in outs])
+    assert f.min() >= -0.2 - 1e-4 and f.max() <= 0.2 + 1e-4
+    assert _ks_uniform(f, -0.2, 0.2) < 0.1
