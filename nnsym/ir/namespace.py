@@ -77,7 +77,8 @@ def op_docstring(op: OpDef, func_name: str) -> str:
 def populate_namespaces(package: str, make: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """One function per registered operator name and alias, made by ``make(op, name)``, and the
     sub-namespaces MXNet has (``contrib`` without the ``_contrib_`` prefix, ``_internal`` for
-    names starting with ``_``, ``linalg`` without the ``_linalg_`` prefix, ``sparse`` for
+    names starting with ``_``, ``linalg`` without the ``_linalg_`` prefix, ``image`` without
+    ``_image_`` (its own functions, named by the short name as in MXNet), ``sparse`` for
     operators with sparse implementations) as modules named ``<package>.<sub>``. Returns
     (functions by name, sub-modules by name)."""
     subs = {
@@ -85,6 +86,7 @@ def populate_namespaces(package: str, make: Any) -> tuple[dict[str, Any], dict[s
         "_internal": types.ModuleType(f"{package}._internal", "Internal operators."),
         "sparse": types.ModuleType(f"{package}.sparse", "Operators with sparse kernels."),
         "linalg": types.ModuleType(f"{package}.linalg", "Linear-algebra operators."),
+        "image": types.ModuleType(f"{package}.image", "Image operators."),
     }
     made: dict[str, Any] = {}
     for fname, op in sorted(all_names().items()):
@@ -93,6 +95,9 @@ def populate_namespaces(package: str, make: Any) -> tuple[dict[str, Any], dict[s
             setattr(subs["contrib"], fname[len("_contrib_") :], fn)
         if fname.startswith("_linalg_"):
             setattr(subs["linalg"], fname[len("_linalg_") :], fn)
+        if fname.startswith("_image_"):  # named as MXNet names them: to_tensor0
+            short = fname[len("_image_") :]
+            setattr(subs["image"], short, make(op, short))
         if fname.startswith("_"):
             setattr(subs["_internal"], fname, fn)
         if op.sparse:

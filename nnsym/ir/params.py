@@ -53,7 +53,7 @@ class FieldSpec:
     """What parsing needs to know about one parameter."""
 
     name: str
-    base: str  # "int" | "float" | "bool" | "str" | "dtype" | "tuple" | "tuple_opt"
+    base: str  # "int" | "float" | "bool" | "str" | "dtype" | "tuple" | "tuple_opt" | "tuple_float"
     optional: bool
     required: bool
     default: Any

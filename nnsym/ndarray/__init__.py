@@ -21,8 +21,9 @@ _functions, _subs = _populate_namespaces("nnsym.ndarray", _make_function)
 globals().update(_functions)
 contrib, _internal, sparse = _subs["contrib"], _subs["_internal"], _subs["sparse"]
 linalg = _subs["linalg"]
+image = _subs["image"]
 _add_sparse_api(sparse)
-_fastcall.add_namespaces(_sys.modules[__name__], contrib, _internal, sparse, linalg)
+_fastcall.add_namespaces(_sys.modules[__name__], contrib, _internal, sparse, linalg, image)
 _fluent.install(NDArray, _fluent.NDARRAY_FLUENT, _functions, _sys.modules[__name__])
 from nnsym.ndarray import random  # noqa: E402
 from nnsym.ndarray.interop import (  # noqa: E402
@@ -98,6 +99,7 @@ __all__ = [
     "ftml_update",
     "ftrl_update",
     "full",
+    "image",
     "invoke",
     "lamb_update_phase1",
     "lamb_update_phase2",

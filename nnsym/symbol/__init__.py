@@ -25,6 +25,7 @@ _functions, _subs = _populate_namespaces("nnsym.symbol", _make_function)
 globals().update(_functions)
 contrib, _internal, sparse = _subs["contrib"], _subs["_internal"], _subs["sparse"]
 linalg = _subs["linalg"]
+image = _subs["image"]
 _fluent.install(Symbol, _fluent.SYMBOL_FLUENT, _functions, _sys.modules[__name__])
 from nnsym.symbol import random  # noqa: E402
 
@@ -65,6 +66,7 @@ __all__ = [
     "Symbol",
     "Variable",
     "contrib",
+    "image",
     "linalg",
     "load",
     "load_json",

@@ -64,6 +64,13 @@ NOT_YET_MAPPED |= {"_contrib_box_iou", "_contrib_box_nms", "_contrib_box_encode"
 NOT_YET_MAPPED |= {"_contrib_ROIAlign", "_contrib_RROIAlign", "_contrib_PSROIPooling",
                    "_contrib_DeformablePSROIPooling", "_contrib_DeformableConvolution",
                    "_contrib_ModulatedDeformableConvolution"}
+# the image family (nnsym/ops/image)
+NOT_YET_MAPPED |= {
+    "_image_to_tensor", "_image_normalize", "_image_flip_left_right", "_image_flip_top_bottom",
+    "_image_crop", "_image_resize", "_image_adjust_lighting", "_image_random_flip_left_right",
+    "_image_random_flip_top_bottom", "_image_random_brightness", "_image_random_contrast",
+    "_image_random_saturation", "_image_random_hue", "_image_random_color_jitter",
+    "_image_random_lighting", "_contrib_AdaptiveAvgPooling2D", "_contrib_BilinearResize2D"}
 UNMAPPED |= NOT_YET_MAPPED
 # The optimizer updates (training steps that update their states in place): no ONNX
 # inference counterpart.
