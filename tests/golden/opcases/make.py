@@ -61,6 +61,8 @@ def run(case):
         fn = getattr(mx.sym, op[len("_np_"):])
     if fn is None and op.startswith("_linalg_"):
         fn = getattr(mx.sym.linalg, op[len("_linalg_"):])
+    if fn is None and op.startswith("_image_"):
+        fn = getattr(mx.sym.image, op[len("_image_"):])
     try:
         s = fn(*vars_, **case["params"])
     except Exception:
