@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-import bench_table as bt  # noqa: E402
+import bench_table as bt
 
 
 @pytest.fixture(scope="module")
