@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -111,7 +111,7 @@ TINY = Sizes(mlp_batch=4, w3_n=1000, w4=(300, 50, 3, 4), w5=(1000, 3), resnet=(2
 
 def _save(path: Path, **arrays: np.ndarray) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.npz")
-    np.savez(tmp, **arrays)
+    np.savez(tmp, **cast(dict[str, Any], arrays))
     tmp.replace(path)
 
 
@@ -544,7 +544,7 @@ def run_w6(peer: str, ctx: Ctx) -> dict[str, Any]:
         return timing["median_ms"] / 1e3, timing["min_ms"] / 1e3
 
     if peer in (NNSYM, MXNET):  # bench_w6_rsp checks one step against numpy itself
-        w6.measure = measure_hook  # type: ignore[assignment]
+        w6.measure = measure_hook  # type: ignore[attr-defined,assignment]
         (w6.run_nnsym if peer == NNSYM else w6.run_mxnet)(k, ctx.samples)
         return {"check": "in-process vs numpy reference_step", "rows": k, **timing}
     weight, grads = w6.data(k)
@@ -639,65 +639,80 @@ class TorchResNet:
 CHECK_GRADS = ("resnetv10_conv0_weight", "resnetv10_dense0_weight")
 
 
-def _resnet(peer: str, ctx: Ctx, train: bool) -> tuple[Callable[[], Any], Callable[[], Any]]:
+Steps = tuple[Callable[[], Any], Callable[[], Any]]
+
+
+def _resnet(peer: str, ctx: Ctx, train: bool) -> Steps:
     """(step, result) for one peer: step runs the forward or training step, result gives the
     output (forward) or the checked gradients (training) after it."""
     arrays = load(ctx.data, "w7")
-    head = arrays["head_grad"]
     if peer == NUMPY:
-        from numpy_resnet import NumpyNet
-
-        ref = NumpyNet(RESNET_JSON, {k: v for k, v in arrays.items() if k != "head_grad"})
-        grads: dict[str, np.ndarray] = {}
-
-        def step() -> Any:
-            out = ref.forward(is_train=train)
-            if train:
-                grads.update(ref.backward(head))
-            return out
-
-        def result() -> Any:
-            return (np.concatenate([grads[k].ravel() for k in CHECK_GRADS]) if train
-                    else ref.forward(is_train=False))
-        return step, result
+        return _resnet_numpy(arrays, train)
     if peer in (TORCH, COMPILE):
-        torch = _torch()
-        net = TorchResNet(torch, arrays, train)
-        x, th = net.t["data"], torch.from_numpy(head)
-        f = torch.compile(net.__call__) if peer == COMPILE else net.__call__
+        return _resnet_torch(arrays, train, peer == COMPILE)
+    return _resnet_bound(arrays, train, peer == NNSYM)
 
-        def step() -> Any:
-            if not train:
-                with torch.no_grad():
-                    return f(x, False)
-            for v in net.t.values():
-                v.grad = None
-            out = f(x, True)
-            out.backward(th)
-            return out
 
-        def result() -> Any:
-            if train:
-                return np.concatenate([net.t[k].grad.numpy().ravel() for k in CHECK_GRADS])
+def _resnet_numpy(arrays: dict[str, np.ndarray], train: bool) -> Steps:
+    from numpy_resnet import NumpyNet
+
+    head = arrays["head_grad"]
+    ref = NumpyNet(RESNET_JSON, {k: v for k, v in arrays.items() if k != "head_grad"})
+    grads: dict[str, np.ndarray] = {}
+
+    def step() -> Any:
+        out = ref.forward(is_train=train)
+        if train:
+            grads.update(ref.backward(head))
+        return out
+
+    def result() -> Any:
+        return (np.concatenate([grads[k].ravel() for k in CHECK_GRADS]) if train
+                else ref.forward(is_train=False))
+    return step, result
+
+
+def _resnet_torch(arrays: dict[str, np.ndarray], train: bool, compiled: bool) -> Steps:
+    torch = _torch()
+    net = TorchResNet(torch, arrays, train)
+    x, th = net.t["data"], torch.from_numpy(arrays["head_grad"])
+    f = torch.compile(net.__call__) if compiled else net.__call__
+
+    def step() -> Any:
+        if not train:
             with torch.no_grad():
-                return f(x, False).numpy()
-        return step, result
-    if peer == NNSYM:
+                return f(x, False)
+        for v in net.t.values():
+            v.grad = None
+        out = f(x, True)
+        out.backward(th)
+        return out
+
+    def result() -> Any:
+        if train:
+            return np.concatenate([net.t[k].grad.numpy().ravel() for k in CHECK_GRADS])
+        with torch.no_grad():
+            return f(x, False).numpy()
+    return step, result
+
+
+def _resnet_bound(arrays: dict[str, np.ndarray], train: bool, nnsym: bool) -> Steps:
+    """nnsym's or MXNet's simple_bind of the same JSON."""
+    sync: Callable[[], Any]
+    if nnsym:
         from nnsym import nd, sym
 
-        net = sym.load(str(RESNET_JSON))
-        sync: Callable[[], Any] = lambda: None
-        mk = nd.array
-        kw: dict[str, Any] = {}
+        net, mk, kw = sym.load(str(RESNET_JSON)), nd.array, {}
+        sync = lambda: None
     else:
         mx = _mx()
-        net = mx.sym.load(str(RESNET_JSON))
-        sync, mk, kw = mx.nd.waitall, mx.nd.array, {"ctx": mx.cpu()}
+        net, mk, kw = mx.sym.load(str(RESNET_JSON)), mx.nd.array, {"ctx": mx.cpu()}
+        sync = mx.nd.waitall
     reqs = {n: ("write" if train and n != "data" else "null") for n in net.list_arguments()}
     exe = net.simple_bind(data=arrays["data"].shape, grad_req=reqs, **kw)
     for k, a in {**exe.arg_dict, **exe.aux_dict}.items():
         a[:] = arrays[k]
-    hd = mk(head)
+    hd = mk(arrays["head_grad"])
 
     def step() -> Any:
         exe.forward(is_train=train)
