@@ -25,7 +25,8 @@ Before each measurement the worker waits (up to ``--wait`` s) until the 1-minute
 is below ``--load``, and records the load; rows measured on a machine that never got quiet are
 marked. Timing is harness.measure (warm-up, samples >= 10 ms, median and min). Output: one JSON
 line per (workload, peer), then the table: nnsym, the best other peer, the ratio, and the
-issue-15 goal, met or NOT met.
+issue-15 goal, met or NOT met; then each process's BLAS and threads. A full run takes about
+15 minutes plus the quiet waits (benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -917,6 +918,12 @@ def main(argv: list[str] | None = None) -> None:
     only = [s for s in args.only.split(",") if s]
     wids = [w for w in WORKLOADS if not only or any(w.startswith(o) for o in only)]
     peers = [s for s in args.peers.split(",") if s]
+    if not wids:
+        ap.error(f"--only {args.only}: no workload id starts with that; "
+                 f"ids: {', '.join(WORKLOADS)}")
+    known = {p.split(" ")[0] for w in WORKLOADS.values() for p in w.peers}
+    if unknown := sorted(set(peers) - known):
+        ap.error(f"--peers: unknown {', '.join(unknown)}; peers: {', '.join(sorted(known))}")
     t0 = time.perf_counter()
     data = Path(tempfile.mkdtemp(prefix="nnsym-bench-"))
     rows: list[dict[str, Any]] = []
