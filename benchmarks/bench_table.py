@@ -25,8 +25,8 @@ Before each measurement the worker waits (up to ``--wait`` s) until the 1-minute
 is below ``--load``, and records the load; rows measured on a machine that never got quiet are
 marked. Timing is harness.measure (warm-up, samples >= 10 ms, median and min). Output: one JSON
 line per (workload, peer), then the table: nnsym, the best other peer, the ratio, and the
-issue-15 goal, met or NOT met; then each process's BLAS and threads. A full run takes about
-15 minutes plus the quiet waits (benchmarks/README.md).
+issue-15 goal, met or NOT met; then each process's BLAS and threads. A full run took 19
+minutes on the busy machine, plus the quiet waits (benchmarks/README.md).
 """
 
 from __future__ import annotations
