@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -20,12 +21,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import environment, measure, report, row
 
-from nnsym import sym
-
 LAYERS = (512, 256, 10)
 
 
-def mlp_symbol():
+def mlp_symbol(sym: Any = None) -> Any:
+    """W1/W2's MLP, built with ``sym`` (a symbol module: nnsym's by default, or MXNet's)."""
+    if sym is None:
+        from nnsym import sym
     x = sym.Variable("data")
     for i, h in enumerate(LAYERS, 1):
         x = sym.FullyConnected(x, num_hidden=h, name=f"fc{i}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -15,19 +16,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import environment, measure, report, row
 
-from nnsym import cpu, nd, sym
-from nnsym.codegen import compiler
-from nnsym.executor.executor import Executor
-
 A, B, C = 1.5, -0.5, 0.25
 
 
-def w3_symbol():
-    x = sym.var("x")
-    return sym.relu(A * x * x + B * x + C) * 0.5 + sym.tanh(x)
+def w3_symbol(S: Any = None) -> Any:
+    """W3's graph, built with ``S`` (a symbol module: nnsym's by default, or MXNet's)."""
+    if S is None:
+        from nnsym import sym as S
+    x = S.var("x")
+    return S.relu(A * x * x + B * x + C) * 0.5 + S.tanh(x)
 
 
 def main() -> None:
+    from nnsym import cpu, nd
+    from nnsym.codegen import compiler
+    from nnsym.executor.executor import Executor
+
     samples = 5 if "--quick" in sys.argv else 10
     n = int(sys.argv[sys.argv.index("--n") + 1]) if "--n" in sys.argv else 16_777_216
     print("#", environment(), "nnsym threads:", compiler.get_num_threads())
