@@ -36,7 +36,7 @@ HEADER = (
 # The sub-namespaces of sym/nd that are not files: stubbed as private stub-only modules
 # (nnsym.ndarray.sparse is also a real module, the sparse array classes, so the names differ).
 SUBS = {"contrib": "_ns_contrib", "linalg": "_ns_linalg", "sparse": "_ns_sparse",
-        "_internal": "_ns_internal"}
+        "image": "_ns_image", "_internal": "_ns_internal"}
 HIDDEN = (("ctx_group", "str"), ("lr_mult", "float"), ("wd_mult", "float"),
           ("force_mirroring", "bool"), ("mirror_stage", "bool"))
 IMPORTS = (

@@ -13,6 +13,8 @@ _DType: _t.TypeAlias = str | type | _np.dtype[_t.Any]
 
 
 __all__ = [
+    'AdaptiveAvgPooling2D',
+    'BilinearResize2D',
     'CTCLoss',
     'DeformableConvolution',
     'DeformablePSROIPooling',
@@ -36,6 +38,8 @@ __all__ = [
     'quadratic',
 ]
 
+def AdaptiveAvgPooling2D(data: _Symbol | None = None, output_size: int | _abc.Sequence[int] = (), *, name: str | None = None, attr: _abc.Mapping[str, _t.Any] | None = None, ctx_group: str = ..., lr_mult: float = ..., wd_mult: float = ..., force_mirroring: bool = ..., mirror_stage: bool = ...) -> _Symbol: ...
+def BilinearResize2D(data: _Symbol | None = None, *, height: int = 1, width: int = 1, scale_height: float | None = None, scale_width: float | None = None, mode: _t.Literal['like', 'odd_scale', 'size', 'to_even_down', 'to_even_up', 'to_odd_down', 'to_odd_up'] | str = 'size', align_corners: bool = True, name: str | None = None, attr: _abc.Mapping[str, _t.Any] | None = None, ctx_group: str = ..., lr_mult: float = ..., wd_mult: float = ..., force_mirroring: bool = ..., mirror_stage: bool = ...) -> _Symbol: ...
 def CTCLoss(data: _Symbol | None = None, label: _Symbol | None = None, *, use_data_lengths: bool = False, use_label_lengths: bool = False, blank_label: _t.Literal['first', 'last'] | str = 'first', name: str | None = None, attr: _abc.Mapping[str, _t.Any] | None = None, ctx_group: str = ..., lr_mult: float = ..., wd_mult: float = ..., force_mirroring: bool = ..., mirror_stage: bool = ...) -> _Symbol: ...
 def DeformableConvolution(data: _Symbol | None = None, *, kernel: int | _abc.Sequence[int], stride: int | _abc.Sequence[int] = (), dilate: int | _abc.Sequence[int] = (), pad: int | _abc.Sequence[int] = (), num_filter: int, num_group: int = 1, num_deformable_group: int = 1, workspace: int = 1024, no_bias: bool = False, layout: _t.Literal['NCW', 'NCHW', 'NCDHW'] | str | None = None, name: str | None = None, attr: _abc.Mapping[str, _t.Any] | None = None, ctx_group: str = ..., lr_mult: float = ..., wd_mult: float = ..., force_mirroring: bool = ..., mirror_stage: bool = ...) -> _Symbol: ...
 def DeformablePSROIPooling(data: _Symbol | None = None, rois: _Symbol | None = None, trans: _Symbol | None = None, spatial_scale: float = ..., output_dim: int = ..., group_size: int = ..., pooled_size: int = ..., part_size: int = 0, sample_per_part: int = 1, trans_std: float = 0.0, no_trans: bool = False, *, name: str | None = None, attr: _abc.Mapping[str, _t.Any] | None = None, ctx_group: str = ..., lr_mult: float = ..., wd_mult: float = ..., force_mirroring: bool = ..., mirror_stage: bool = ...) -> _Symbol: ...
