@@ -54,6 +54,10 @@ NOT_YET_MAPPED = {
     "_random_pdf_normal", "_random_pdf_poisson", "_random_pdf_uniform", "_ravel_multi_index",
     "_unravel_index", "all_finite", "amp_cast", "amp_multicast", "col2im",
     "fill_element_0index", "im2col", "khatri_rao", "multi_all_finite", "multi_sum_sq"}
+# MXNet's miscellaneous contrib operators (issue 13, item 1).
+NOT_YET_MAPPED |= {
+    "_contrib_round_ste", "_contrib_sign_ste", "_contrib_gradientmultiplier",
+    "_contrib_div_sqrt_dim", "_contrib_backward_gradientmultiplier"}
 UNMAPPED |= NOT_YET_MAPPED
 
 
