@@ -45,3 +45,63 @@ def test_div_sqrt_dim_divides_by_the_root_of_the_last_axis():
     y, dx = _grad(sym.contrib.div_sqrt_dim(sym.Variable("data")), x, np.ones_like(x))
     np.testing.assert_allclose(y, x / 3, rtol=1e-6)
     np.testing.assert_allclose(dx, np.full_like(x, 1 / 3), rtol=1e-6)
+
+
+def test_allclose_values_and_nans():
+    a = nd.array([[1, 2], [3, 4]])
+    b = nd.array([[1, 2], [3, 4.00001]])
+    r = nd.contrib.allclose(a, b)
+    assert r.shape == () and r.dtype == np.uint8 and int(r.asnumpy()) == 1  # MXNet: 1
+    assert int(nd.contrib.allclose(a, b, rtol=0, atol=0).asnumpy()) == 0   # MXNet: 0
+    n = nd.array([np.nan, 1.0])
+    assert int(nd.contrib.allclose(n, n).asnumpy()) == 1
+    assert int(nd.contrib.allclose(n, n, equal_nan=False).asnumpy()) == 0
+    with pytest.raises(mx.NNSymError, match="must be equal"):
+        nd.contrib.allclose(nd.ones((2, 3)), nd.ones((3,)))
+
+
+def test_arange_like_and_index_array_match_mxnet():
+    got = nd.contrib.arange_like(nd.ones((2, 3)), start=1, step=2, repeat=2).asnumpy()
+    np.testing.assert_array_equal(got, [[1, 1, 3], [3, 5, 5]])
+    # start and step are cast to the data's type first: 0.5 -> 0, 1.5 -> 1 for int32
+    got = nd.contrib.arange_like(nd.ones((2, 3), dtype="int32"), start=0.5, step=1.5)
+    np.testing.assert_array_equal(got.asnumpy(), [[0, 1, 2], [3, 4, 5]])
+    got = nd.contrib.arange_like(nd.ones((2, 3)), axis=-1, start=1, step=0.5).asnumpy()
+    np.testing.assert_array_equal(got, [1, 1.5, 2])
+    ia = nd.contrib.index_array(nd.ones((2, 3)))
+    assert ia.dtype == np.int64 and ia.shape == (2, 3, 2)
+    np.testing.assert_array_equal(ia.asnumpy()[1, 2], [1, 2])
+    np.testing.assert_array_equal(
+        nd.contrib.index_array(nd.ones((2, 3)), axes=(-1,)).asnumpy().ravel(), [0, 1, 2] * 2)
+
+
+def test_index_copy_forward_and_gradient_match_mxnet():
+    old = np.zeros((4, 3), np.float32)
+    new = np.ones((3, 3), np.float32)
+    new[2] = 5
+    idx = np.array([2, 0, 2], np.float32)  # a repeated row: the last one wins
+    got = nd.contrib.index_copy(nd.array(old), nd.array(idx), nd.array(new)).asnumpy()
+    np.testing.assert_array_equal(got, [[1, 1, 1], [0, 0, 0], [5, 5, 5], [0, 0, 0]])
+    out_of_range = nd.contrib.index_copy(nd.array(old), nd.array([7]), nd.ones((1, 3)))
+    np.testing.assert_array_equal(out_of_range.asnumpy(), old)
+    s = sym.contrib.index_copy(sym.Variable("a"), sym.Variable("b"), sym.Variable("c"))
+    ex = s.simple_bind(mx.cpu(), a=(4, 3), b=(3,), c=(3, 3))
+    ex.forward(is_train=True, a=old, b=idx, c=new)
+    ex.backward(nd.array(np.arange(12, dtype=np.float32).reshape(4, 3)))
+    np.testing.assert_array_equal(ex.grad_dict["a"].asnumpy(),
+                                  [[0, 0, 0], [3, 4, 5], [0, 0, 0], [9, 10, 11]])
+    np.testing.assert_array_equal(ex.grad_dict["c"].asnumpy(),
+                                  [[6, 7, 8], [0, 1, 2], [6, 7, 8]])
+    np.testing.assert_array_equal(ex.grad_dict["b"].asnumpy(), [0, 0, 0])
+    with pytest.raises(mx.NNSymError, match="rows must have the shape"):
+        s.infer_shape(a=(4, 3), b=(2,), c=(2, 4))
+
+
+def test_getnnz_counts_the_stored_values():
+    dense = np.array([[0, 1, 0], [2, 0, 3]], np.float32)
+    a = nd.array(dense).tostype("csr")
+    for kw, want in (({}, [3]), ({"axis": 1}, [1, 2]), ({"axis": 0}, [1, 1, 1])):
+        r = nd.contrib.getnnz(a, **kw)  # MXNet: [3] and [1 2]; it refuses axis=0
+        assert r.dtype == np.int64
+        np.testing.assert_array_equal(r.asnumpy(), want)
+        np.testing.assert_array_equal(nd.contrib.getnnz(nd.array(dense), **kw).asnumpy(), want)
