@@ -59,7 +59,8 @@ NOT_YET_MAPPED |= {
     "_contrib_round_ste", "_contrib_sign_ste", "_contrib_gradientmultiplier",
     "_contrib_div_sqrt_dim", "_contrib_backward_gradientmultiplier", "_contrib_allclose",
     "_contrib_arange_like", "_contrib_index_array", "_contrib_index_copy",
-    "_contrib_backward_index_copy", "_contrib_getnnz"}
+    "_contrib_backward_index_copy", "_contrib_getnnz", "_contrib_fft", "_contrib_ifft",
+    "_contrib_count_sketch"}
 UNMAPPED |= NOT_YET_MAPPED
 
 

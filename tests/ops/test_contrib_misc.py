@@ -105,3 +105,23 @@ def test_getnnz_counts_the_stored_values():
         assert r.dtype == np.int64
         np.testing.assert_array_equal(r.asnumpy(), want)
         np.testing.assert_array_equal(nd.contrib.getnnz(nd.array(dense), **kw).asnumpy(), want)
+
+
+def test_count_sketch_matches_mxnets_documented_example():
+    x = nd.array([[1.2, 2.5, 3.4], [3.2, 5.7, 6.6]])
+    got = nd.contrib.count_sketch(x, nd.array([[0, 3, 4]]), nd.array([[1, -1, 1]]), out_dim=5)
+    np.testing.assert_allclose(got.asnumpy(), [[1.2, 0, 0, -2.5, 3.4], [3.2, 0, 0, -5.7, 6.6]],
+                               rtol=1e-6)
+
+
+def test_fft_layout_and_unnormalized_round_trip():
+    d = np.random.default_rng(0).normal(size=(3, 5))
+    f = nd.contrib.fft(nd.array(d, dtype="float64")).asnumpy()
+    assert f.shape == (3, 10)
+    np.testing.assert_allclose(f[:, 0::2] + 1j * f[:, 1::2], np.fft.fft(d), atol=1e-12)
+    back = nd.contrib.ifft(nd.array(f, dtype="float64")).asnumpy()
+    np.testing.assert_allclose(back, 5 * d, atol=1e-12)  # cuFFT's inverse: no 1/d
+    with pytest.raises(mx.NNSymError, match="must be even"):
+        nd.contrib.ifft(nd.ones((2, 3)))
+    with pytest.raises(mx.NNSymError, match=r"\(N, d\)"):
+        nd.contrib.fft(nd.ones((2, 3, 4)))
