@@ -15,7 +15,7 @@ from nnsym.ops.conv import (  # noqa: F401
     upsampling,
 )
 from nnsym.ops.custom import CUSTOM  # noqa: F401
-from nnsym.ops.dot import dot, fully_connected  # noqa: F401
+from nnsym.ops.dot import dot, fully_connected, interleaved  # noqa: F401
 from nnsym.ops.elemwise import broadcast, contrib_unary, elemwise  # noqa: F401
 from nnsym.ops.linalg import linalg  # noqa: F401
 from nnsym.ops.nn import (  # noqa: F401

@@ -60,7 +60,9 @@ NOT_YET_MAPPED |= {
     "_contrib_div_sqrt_dim", "_contrib_backward_gradientmultiplier", "_contrib_allclose",
     "_contrib_arange_like", "_contrib_index_array", "_contrib_index_copy",
     "_contrib_backward_index_copy", "_contrib_getnnz", "_contrib_fft", "_contrib_ifft",
-    "_contrib_count_sketch"}
+    "_contrib_count_sketch", "_contrib_interleaved_matmul_selfatt_qk",
+    "_contrib_interleaved_matmul_selfatt_valatt", "_contrib_interleaved_matmul_encdec_qk",
+    "_contrib_interleaved_matmul_encdec_valatt"}
 UNMAPPED |= NOT_YET_MAPPED
 
 

@@ -125,3 +125,26 @@ def test_fft_layout_and_unnormalized_round_trip():
         nd.contrib.ifft(nd.ones((2, 3)))
     with pytest.raises(mx.NNSymError, match=r"\(N, d\)"):
         nd.contrib.fft(nd.ones((2, 3, 4)))
+
+
+def test_allclose_has_no_gradient_as_in_mxnet():
+    s = sym.contrib.allclose(sym.Variable("data"), sym.Variable("b"))
+    with pytest.raises(mx.NNSymError, match="has no gradient"):
+        s.simple_bind(mx.cpu(), data=(2, 3), b=(2, 3))
+
+
+def test_interleaved_self_attention_matches_per_head_products():
+    rng = np.random.default_rng(1)
+    seq, batch, heads, d = 4, 2, 2, 3
+    qkv = rng.standard_normal((seq, batch, heads * 3 * d))
+    per = qkv.reshape(seq, batch, heads, 3, d)
+    q, k, v = (per[:, :, :, i].transpose(1, 2, 0, 3) for i in range(3))  # (B, H, L, D)
+    want = (q @ k.transpose(0, 1, 3, 2) / np.sqrt(d)).reshape(batch * heads, seq, seq)
+    x = nd.array(qkv, dtype="float64")
+    got = nd.contrib.interleaved_matmul_selfatt_qk(x, heads=heads).asnumpy()
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    att = rng.standard_normal((batch * heads, seq, seq))
+    out = nd.contrib.interleaved_matmul_selfatt_valatt(x, nd.array(att, dtype="float64"),
+                                                       heads=heads).asnumpy()
+    ref = (att.reshape(batch, heads, seq, seq) @ v).transpose(2, 0, 1, 3)
+    np.testing.assert_allclose(out, ref.reshape(seq, batch, heads * d), rtol=1e-12)

@@ -85,8 +85,7 @@ ALLCLOSE = register(OpDef(
     infer_type=allclose_type,
     reference=allclose_reference,
     kernels={DENSE: Kernel(allclose_lowering)},
-    grad=no_gradient,
-    differentiable=False,
+    # no gradient: MXNet's allclose is non-differentiable (backward through it raises)
     doc="1 (uint8, shape ()) when |a - b| <= atol + rtol * |b| everywhere (NaNs per equal_nan).",
     examples=(
         Example(((2, 3), (2, 3))),  # random values: not close
