@@ -21,6 +21,7 @@ from nnsym.ops.linalg import linalg  # noqa: F401
 from nnsym.ops.nn import (  # noqa: F401
     activation,
     batch_norm,
+    contrib_nn,
     ctc,
     dropout,
     embedding,

@@ -62,7 +62,8 @@ NOT_YET_MAPPED |= {
     "_contrib_backward_index_copy", "_contrib_getnnz", "_contrib_fft", "_contrib_ifft",
     "_contrib_count_sketch", "_contrib_interleaved_matmul_selfatt_qk",
     "_contrib_interleaved_matmul_selfatt_valatt", "_contrib_interleaved_matmul_encdec_qk",
-    "_contrib_interleaved_matmul_encdec_valatt"}
+    "_contrib_interleaved_matmul_encdec_valatt", "_contrib_SyncBatchNorm",
+    "_contrib_BatchNormWithReLU", "_contrib_SparseEmbedding"}
 UNMAPPED |= NOT_YET_MAPPED
 
 

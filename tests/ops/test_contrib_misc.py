@@ -148,3 +148,42 @@ def test_interleaved_self_attention_matches_per_head_products():
                                                        heads=heads).asnumpy()
     ref = (att.reshape(batch, heads, seq, seq) @ v).transpose(2, 0, 1, 3)
     np.testing.assert_allclose(out, ref.reshape(seq, batch, heads * d), rtol=1e-12)
+
+
+def _bn_run(s, x, og):
+    ex = s.simple_bind(mx.cpu(), x=x.shape)
+    ex.arg_dict["bn_gamma"][:] = 1.5
+    ex.arg_dict["bn_beta"][:] = 0.1
+    ex.forward(is_train=True, x=x)
+    ex.backward(nd.array(og))
+    return (ex.outputs[0].asnumpy(), ex.grad_dict["x"].asnumpy(),
+            ex.grad_dict["bn_gamma"].asnumpy(), ex.aux_dict["bn_moving_var"].asnumpy())
+
+
+@pytest.mark.parametrize("contrib", ["BatchNormWithReLU", "SyncBatchNorm"])
+def test_contrib_batch_norms_equal_their_composite(contrib):
+    rng = np.random.default_rng(0)
+    x, og = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 3, 4))
+    v = sym.Variable("x")
+    if contrib == "BatchNormWithReLU":
+        fused = sym.contrib.BatchNormWithReLU(v, name="bn", fix_gamma=False)
+        plain = sym.Activation(sym.BatchNorm(v, name="bn", fix_gamma=False), act_type="relu")
+    else:
+        fused = sym.contrib.SyncBatchNorm(v, name="bn", fix_gamma=False, key="k", ndev=1)
+        plain = sym.BatchNorm(v, name="bn", fix_gamma=False)
+    assert fused.list_auxiliary_states() == ["bn_moving_mean", "bn_moving_var"]
+    for a, b in zip(_bn_run(fused, x, og), _bn_run(plain, x, og)):
+        # SyncBatchNorm keeps the variance (not 1/std) between its passes: last-bit rounding
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_sparse_embedding_weight_gradient_is_row_sparse():
+    s = sym.contrib.SparseEmbedding(sym.Variable("d"), sym.Variable("w"), input_dim=10,
+                                    output_dim=4)
+    ex = s.simple_bind(mx.cpu(), d=(3,), w=(10, 4), grad_req={"d": "null", "w": "write"})
+    ex.forward(is_train=True, d=np.array([1, 3, 1.0]), w=np.ones((10, 4)))
+    ex.backward(nd.ones((3, 4)))
+    g = ex.grad_dict["w"]
+    assert g.stype == "row_sparse"
+    np.testing.assert_array_equal(g.indices.asnumpy(), [1, 3])
+    np.testing.assert_array_equal(g.asnumpy().sum(axis=1), [0, 8, 0, 4, 0, 0, 0, 0, 0, 0])
