@@ -187,3 +187,13 @@ def test_sparse_embedding_weight_gradient_is_row_sparse():
     assert g.stype == "row_sparse"
     np.testing.assert_array_equal(g.indices.asnumpy(), [1, 3])
     np.testing.assert_array_equal(g.asnumpy().sum(axis=1), [0, 8, 0, 4, 0, 0, 0, 0, 0, 0])
+
+
+def test_edge_id_matches_mxnet():
+    d = nd.array([[1, 0, 0], [0, 2, 0], [0, 0, 3]])
+    u, v = nd.array([0, 0, 1, 1, 2, 2]), nd.array([0, 1, 1, 2, 0, 2])
+    want = [1, -1, 2, -1, -1, 3]  # MXNet 1.9.1's values
+    np.testing.assert_array_equal(nd.contrib.edge_id(d.tostype("csr"), u, v).asnumpy(), want)
+    np.testing.assert_array_equal(nd.contrib.edge_id(d, u, v).asnumpy(), want)
+    out = nd.contrib.edge_id(d.tostype("csr"), nd.array([5]), nd.array([0]))
+    np.testing.assert_array_equal(out.asnumpy(), [-1])  # a row outside the matrix
