@@ -33,7 +33,7 @@ from nnsym.ops.nn import (  # noqa: F401
     rnn,
     sequence,
 )
-from nnsym.ops.random import pdf, permute, sample  # noqa: F401
+from nnsym.ops.random import pdf, permute, sample, unique_zipfian  # noqa: F401
 from nnsym.ops.reduce import (  # noqa: F401
     broadcast_reduce,
     fill0,

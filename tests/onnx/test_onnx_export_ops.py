@@ -63,7 +63,8 @@ NOT_YET_MAPPED |= {
     "_contrib_count_sketch", "_contrib_interleaved_matmul_selfatt_qk",
     "_contrib_interleaved_matmul_selfatt_valatt", "_contrib_interleaved_matmul_encdec_qk",
     "_contrib_interleaved_matmul_encdec_valatt", "_contrib_SyncBatchNorm",
-    "_contrib_BatchNormWithReLU", "_contrib_SparseEmbedding", "_contrib_edge_id"}
+    "_contrib_BatchNormWithReLU", "_contrib_SparseEmbedding", "_contrib_edge_id",
+    "_sample_unique_zipfian"}
 UNMAPPED |= NOT_YET_MAPPED
 
 

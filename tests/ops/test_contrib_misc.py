@@ -197,3 +197,22 @@ def test_edge_id_matches_mxnet():
     np.testing.assert_array_equal(nd.contrib.edge_id(d, u, v).asnumpy(), want)
     out = nd.contrib.edge_id(d.tostype("csr"), nd.array([5]), nd.array([0]))
     np.testing.assert_array_equal(out.asnumpy(), [-1])  # a row outside the matrix
+
+
+def test_sample_unique_zipfian_rows_are_distinct_reproducible_and_log_uniform():
+    mx.random.seed(7)
+    s, t = nd._internal._sample_unique_zipfian(range_max=50, shape=(6, 20))
+    mx.random.seed(7)
+    s2, t2 = nd._internal._sample_unique_zipfian(range_max=50, shape=(6, 20))
+    s, t = s.asnumpy(), t.asnumpy()
+    np.testing.assert_array_equal(s, s2.asnumpy())
+    np.testing.assert_array_equal(t, t2.asnumpy())
+    assert s.dtype == t.dtype == np.int64
+    assert all(len(set(row)) == 20 for row in s) and s.min() >= 0 and s.max() < 50
+    assert (t >= 20).all()
+    first, _ = nd._internal._sample_unique_zipfian(range_max=1000, shape=(20000, 1))
+    freq = np.bincount(first.asnumpy().ravel(), minlength=3)[:3] / 20000
+    want = np.log(np.arange(2, 5) / np.arange(1, 4)) / np.log(1001)
+    np.testing.assert_allclose(freq, want, atol=5 * np.sqrt(want[0] / 20000))
+    with pytest.raises(mx.NNSymError, match="cannot be drawn"):
+        nd._internal._sample_unique_zipfian(range_max=3, shape=(2, 4))
