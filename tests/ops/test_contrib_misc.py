@@ -216,3 +216,10 @@ def test_sample_unique_zipfian_rows_are_distinct_reproducible_and_log_uniform():
     np.testing.assert_allclose(freq, want, atol=5 * np.sqrt(want[0] / 20000))
     with pytest.raises(mx.NNSymError, match="cannot be drawn"):
         nd._internal._sample_unique_zipfian(range_max=3, shape=(2, 4))
+
+
+def test_dgl_adjacency_keeps_the_pattern_with_ones():
+    x = nd.array([[1, 0, 0], [0, 2, 0], [0, 0, 3]], dtype="int64").tostype("csr")
+    r = nd.contrib.dgl_adjacency(x)
+    assert r.stype == "csr" and r.dtype == np.float32  # as MXNet
+    np.testing.assert_array_equal(r.asnumpy(), np.eye(3))

@@ -100,3 +100,51 @@ EDGE_ID = register(OpDef(
     ),
     bad_params=({"axis": 0},),
 ))
+
+
+# ---------------------------------------------------------------------------------------------
+# dgl_adjacency
+
+
+def dgl_adjacency_type(p: NoParams, ins: list, outs: list) -> tuple[list, list]:
+    """A float32 result; MXNet takes int64 edge ids only, nnsym any dtype."""
+    return list(ins), [np.dtype(np.float32)]
+
+
+def dgl_adjacency_csr(env: Env, call: StorageCall, ins: Sequence[Storage]) -> list[Any]:
+    """The same sparsity pattern with every stored value 1.0 (float32)."""
+    a = ins[0]
+    assert isinstance(a, Csr)
+    return [Csr(np.ones(len(a.indices), np.float32), a.indices.copy(), a.indptr.copy(),
+                tuple(a.shape))]
+
+
+def dgl_adjacency_lowering(call: KernelCall) -> Lowered:
+    n = size(call.out_shapes[0])
+    if n == 0:
+        return Lowered()
+    spec = KernelSpec.make("contrib_misc/nonzero_mask.c.j2", dtype=call.in_dtypes[0].name,
+                           req=call.req)
+    return Lowered((Launch(spec, (n,)),))
+
+
+def _adjacency_shape(p: NoParams, ins: list, outs: list) -> tuple[list, list]:
+    s = merge_shape(ins[0], outs[0])
+    if s is not None and len(s) != 2:
+        raise RuleError(f"data has shape {shape_str(s)}; it must be a 2-D graph matrix")
+    return [s], [s]
+
+
+DGL_ADJACENCY = register(OpDef(
+    name="_contrib_dgl_adjacency",
+    params=NoParams,
+    infer_shape=_adjacency_shape,
+    infer_type=dgl_adjacency_type,
+    reference=lambda p, x: (x != 0).astype(np.float32),
+    kernels={DENSE: Kernel(dgl_adjacency_lowering)},
+    stype_rules=(StypeRule((SType.CSR,), (SType.CSR,), DispatchMode.FCOMPUTE_EX,
+                           kernel=dgl_adjacency_csr),),
+    doc="The adjacency matrix of a graph given by edge ids: 1.0 (float32) at every edge.",
+    examples=(Example(((4, 5),), dtype="int64", ints={0: (0, 3)}),),
+    bad_params=({"axis": 0},),
+))
