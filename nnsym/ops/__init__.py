@@ -2,7 +2,7 @@
 exactly once."""
 
 from nnsym.ir.opdef import REGISTRY, OpDef, get_op
-from nnsym.ops.contrib_misc import graph, index_copy, misc, spectral  # noqa: F401
+from nnsym.ops.contrib_misc import graph, hawkes, index_copy, misc, spectral  # noqa: F401
 from nnsym.ops.conv import (  # noqa: F401
     conv,
     correlation,

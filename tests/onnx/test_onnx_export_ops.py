@@ -64,7 +64,8 @@ NOT_YET_MAPPED |= {
     "_contrib_interleaved_matmul_selfatt_valatt", "_contrib_interleaved_matmul_encdec_qk",
     "_contrib_interleaved_matmul_encdec_valatt", "_contrib_SyncBatchNorm",
     "_contrib_BatchNormWithReLU", "_contrib_SparseEmbedding", "_contrib_edge_id",
-    "_sample_unique_zipfian", "_contrib_dgl_adjacency"}
+    "_sample_unique_zipfian", "_contrib_dgl_adjacency",
+    "_contrib_hawkesll", "_contrib_backward_hawkesll"}
 UNMAPPED |= NOT_YET_MAPPED
 
 

@@ -223,3 +223,32 @@ def test_dgl_adjacency_keeps_the_pattern_with_ones():
     r = nd.contrib.dgl_adjacency(x)
     assert r.stype == "csr" and r.dtype == np.float32  # as MXNet
     np.testing.assert_array_equal(r.asnumpy(), np.eye(3))
+
+
+def test_hawkesll_forward_and_gradient_match_mxnet():
+    n, k = 4, 3
+    names = ["lda", "alpha", "beta", "state", "lags", "marks", "valid_length", "max_time"]
+    vals = {
+        "lda": np.tile([1.5, 2.0, 3.0], (n, 1)), "alpha": np.array([0.2, 0.3, 0.4]),
+        "beta": np.array([1.0, 2.0, 3.0]), "state": np.full((n, k), 0.5),
+        "lags": np.array([[0.5, 0.7, 0.8, 0.9], [0.1, 0.2, 0.3, 0.4], [0.3, 0.4, 0.5, 0.6],
+                          [0.8, 0.9, 1.0, 1.1]]),
+        "marks": np.array([[0, 1, 2, 0], [1, 1, 0, 2], [2, 0, 1, 1], [0, 0, 0, 1]]),
+        "valid_length": np.array([1, 2, 3, 4.0]), "max_time": np.full(n, 5.0)}
+    s = sym.contrib.hawkesll(*[sym.Variable(v) for v in names])
+    req = {v: ("write" if v in ("lda", "alpha", "beta") else "null") for v in names}
+    ex = s.simple_bind(mx.cpu(), grad_req=req, type_dict={"marks": np.int32},
+                       **{key: v.shape for key, v in vals.items()})
+    ex.forward(is_train=True, **vals)
+    ex.backward([nd.array([1.0, 0.5, 2.0, -1.0]), nd.zeros((n, k))])
+    # MXNet 1.9.1's values for the same call (autograd, head gradient [1, 0.5, 2, -1])
+    np.testing.assert_allclose(ex.outputs[0].asnumpy(),
+                               [-32.701992, -31.797623, -31.52497, -31.717365], rtol=1e-6)
+    np.testing.assert_allclose(ex.grad_dict["lda"].asnumpy(),
+                               [[-4.3592424, -5, -5], [-2.5, -2.0825517, -2.5],
+                                [-8.7093935, -9.013425, -9.383466], [3.1065226, 4.5000377, 5]],
+                               rtol=1e-6)
+    np.testing.assert_allclose(ex.grad_dict["alpha"].asnumpy(),
+                               [-1.6396203, -2.699996, -2.8740022], rtol=1e-6)
+    np.testing.assert_allclose(ex.grad_dict["beta"].asnumpy(),
+                               [0.10086794, 0.06457879, 0.00500968], rtol=1e-5)
