@@ -2,6 +2,7 @@
 exactly once."""
 
 from nnsym.ir.opdef import REGISTRY, OpDef, get_op
+from nnsym.ops.contrib_misc import graph, hawkes, index_copy, misc, spectral  # noqa: F401
 from nnsym.ops.conv import (  # noqa: F401
     conv,
     correlation,
@@ -18,13 +19,14 @@ from nnsym.ops.conv import (  # noqa: F401
 )
 from nnsym.ops.custom import CUSTOM  # noqa: F401
 from nnsym.ops.detection import box, multibox, proposal  # noqa: F401
-from nnsym.ops.dot import dot, fully_connected  # noqa: F401
-from nnsym.ops.elemwise import broadcast, elemwise  # noqa: F401
+from nnsym.ops.dot import dot, fully_connected, interleaved  # noqa: F401
+from nnsym.ops.elemwise import broadcast, contrib_unary, elemwise  # noqa: F401
 from nnsym.ops.image import image, image_random, resize2d  # noqa: F401
 from nnsym.ops.linalg import linalg  # noqa: F401
 from nnsym.ops.nn import (  # noqa: F401
     activation,
     batch_norm,
+    contrib_nn,
     ctc,
     dropout,
     embedding,
@@ -37,7 +39,7 @@ from nnsym.ops.nn import (  # noqa: F401
     sequence,
 )
 from nnsym.ops.optim import updates  # noqa: F401
-from nnsym.ops.random import pdf, permute, sample  # noqa: F401
+from nnsym.ops.random import pdf, permute, sample, unique_zipfian  # noqa: F401
 from nnsym.ops.reduce import (  # noqa: F401
     broadcast_reduce,
     fill0,

@@ -71,6 +71,18 @@ NOT_YET_MAPPED |= {
     "_image_random_flip_top_bottom", "_image_random_brightness", "_image_random_contrast",
     "_image_random_saturation", "_image_random_hue", "_image_random_color_jitter",
     "_image_random_lighting", "_contrib_AdaptiveAvgPooling2D", "_contrib_BilinearResize2D"}
+# MXNet's miscellaneous contrib operators (issue 13, item 1).
+NOT_YET_MAPPED |= {
+    "_contrib_round_ste", "_contrib_sign_ste", "_contrib_gradientmultiplier",
+    "_contrib_div_sqrt_dim", "_contrib_backward_gradientmultiplier", "_contrib_allclose",
+    "_contrib_arange_like", "_contrib_index_array", "_contrib_index_copy",
+    "_contrib_backward_index_copy", "_contrib_getnnz", "_contrib_fft", "_contrib_ifft",
+    "_contrib_count_sketch", "_contrib_interleaved_matmul_selfatt_qk",
+    "_contrib_interleaved_matmul_selfatt_valatt", "_contrib_interleaved_matmul_encdec_qk",
+    "_contrib_interleaved_matmul_encdec_valatt", "_contrib_SyncBatchNorm",
+    "_contrib_BatchNormWithReLU", "_contrib_SparseEmbedding", "_contrib_edge_id",
+    "_sample_unique_zipfian", "_contrib_dgl_adjacency",
+    "_contrib_hawkesll", "_contrib_backward_hawkesll"}
 UNMAPPED |= NOT_YET_MAPPED
 # The optimizer updates (training steps that update their states in place): no ONNX
 # inference counterpart.

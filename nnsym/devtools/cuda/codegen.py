@@ -70,7 +70,7 @@ REORDERING: frozenset[str] = frozenset({
     "broadcast_reduce_reduce", "broadcast_reduce_backward", "dot_gemm", "conv_forward",
     "conv_backward", "fc_bias_grad", "deconv_bias", "batch_norm", "batch_norm_backward",
     "softmax", "softmax_backward", "softmax_output_backward", "sparse_defs_square_sum", "lrn",
-    "lrn_backward",
+    "lrn_backward", "interleaved_gemm",
     # long chains of libm calls (log, exp, lgamma; Jacobi sweeps that iterate on them): the
     # device's libm differs from glibc in last bits, which the chains carry on
     "linalg", "pdf",
