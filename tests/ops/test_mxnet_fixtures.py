@@ -54,6 +54,12 @@ DEVIATIONS: dict[str, str] = {
     "lamb_update_phase1-2": "float64: MXNet holds beta1/beta2 as float32, so its bias "
                             "correction 1 - beta2**t uses 0.999f (6.6e-6 relative); nnsym uses "
                             "the parameters' doubles, as its nd update functions do",
+    "RNN-5": "lstm_state_clip_min/max: MXNet's CPU RNN ignores them (no clipping); nnsym clips "
+             "as cuDNN does",
+    "RNN-6": "use_sequence_length: MXNet's CPU RNN ignores the lengths; nnsym follows cuDNN "
+             "(outputs past a length are 0, final states at the last valid step)",
+    "RNN-7": "use_sequence_length: MXNet's CPU RNN ignores the lengths (as RNN-6)",
+    "RNN-8": "use_sequence_length: MXNet's CPU RNN ignores the lengths (as RNN-6)",
 }
 
 
