@@ -60,6 +60,7 @@ DEVIATIONS: dict[str, str] = {
              "(outputs past a length are 0, final states at the last valid step)",
     "RNN-7": "use_sequence_length: MXNet's CPU RNN ignores the lengths (as RNN-6)",
     "RNN-8": "use_sequence_length: MXNet's CPU RNN ignores the lengths (as RNN-6)",
+    "RNN-9": "dropout between layers in training: random masks, not comparable with MXNet's",
 }
 
 

@@ -173,3 +173,99 @@ def test_bad_clip_or_projection_raises(bad):
     with pytest.raises(NNSymError, match=r"lstm_state_clip|projection_size"):
         sym.RNN(sym.Variable("x"), sym.Variable("w"), sym.Variable("s"), sym.Variable("c"),
                 state_size=2, num_layers=1, mode="lstm", **bad)
+
+
+# ---------------------------------------------------------------------------------------------
+# dropout between layers (training)
+
+
+def _mask_rnn(t: int, n: int, h: int, p: float, train: bool = True) -> np.ndarray:
+    """A 2-layer rnn_relu whose output is its dropout mask: layer 0 outputs relu(b_x) = 1
+    everywhere (zero weights), layer 1 is relu(I @ input) (identity W_x, no recurrence)."""
+    prm = RNNParams(state_size=h, num_layers=2, mode="rnn_relu")
+    w = np.zeros(param_count(prm, 1))
+    nw0 = h * (1 + h)
+    w[nw0 : nw0 + h * h] = np.eye(h).ravel()  # layer 1's W_x
+    nw = nw0 + 2 * h * h
+    w[nw : nw + h] = 1.0  # layer 0's b_x
+    s = sym.RNN(sym.Variable("x"), sym.Variable("w"), sym.Variable("s"), state_size=h,
+                num_layers=2, mode="rnn_relu", p=p)
+    exe = s.bind(None, {"x": as_nd(np.zeros((t, n, 1))), "w": as_nd(w),
+                          "s": as_nd(np.zeros((2, n, h)))})
+    return exe.forward(is_train=train)[0].asnumpy()
+
+
+@pytest.mark.parametrize("p", [0.25, 0.7])
+def test_dropout_fraction_scale_and_seed(p):
+    from nnsym import random as mxrandom
+    from nnsym.ops.common.rng import next_seed
+    from nnsym.ops.nn.dropout import keep_flags
+
+    t, n, h = 20, 25, 40
+    mxrandom.seed(11)
+    m = _mask_rnn(t, n, h, p)
+    kept = m != 0
+    total = m.size
+    sigma = np.sqrt(total * p * (1 - p))
+    assert abs(kept.sum() - total * (1 - p)) < 5 * sigma
+    np.testing.assert_allclose(m[kept], 1 / (1 - p), rtol=1e-15)
+    # the generator is Dropout's, seeded by the run seed that follows mx.random.seed
+    mxrandom.seed(11)
+    np.testing.assert_array_equal(kept.ravel(), keep_flags(next_seed(), 1 - p, total))
+    mxrandom.seed(11)
+    again = _mask_rnn(t, n, h, p)
+    np.testing.assert_array_equal(m, again)
+    other = _mask_rnn(t, n, h, p)
+    assert (other != m).any()
+    # inference: no dropout
+    assert (_mask_rnn(t, n, h, p, train=False) == 1).all()
+
+
+def test_dropout_forward_and_backward_equal_two_layers_with_that_mask():
+    """A 2-layer lstm with p > 0 equals two 1-layer lstms with the run's mask in between, in
+    the outputs and in every gradient (the backward reuses the forward's mask)."""
+    from nnsym import random as mxrandom
+
+    rng = np.random.default_rng(4)
+    t, n, i, h, p = 3, 2, 3, 2, 0.4
+    ins = _inputs(rng, "lstm", t, n, i, h, 2, False)
+    mxrandom.seed(21)
+    mask = _mask_rnn(t, n, h, p)
+    assert (mask == 0).any() and (mask != 0).any()
+    kw: dict[str, Any] = dict(state_size=h, mode="lstm", state_outputs=True)
+    heads = [rng.normal(size=(t, n, h)), rng.normal(size=(2, n, h)), rng.normal(size=(2, n, h))]
+    mxrandom.seed(21)
+    outs, grads = run(ins, heads, num_layers=2, p=p, **kw)
+    # the same network as two single layers (packed vectors split per layer)
+    g4 = 4 * h
+    w = ins[1]
+    wx0, wh0 = w[: g4 * i], w[g4 * i : g4 * (i + h)]
+    o = g4 * (i + h)
+    wx1, wh1 = w[o : o + g4 * h], w[o + g4 * h : o + 2 * g4 * h]
+    b = w[o + 2 * g4 * h :]
+    w0 = np.concatenate([wx0, wh0, b[: 2 * g4]])
+    w1 = np.concatenate([wx1, wh1, b[2 * g4 :]])
+    x, s0, s1, c0, c1 = (sym.Variable(v) for v in ("x", "s0", "s1", "c0", "c1"))
+    v0, v1, vm = sym.Variable("w0"), sym.Variable("w1"), sym.Variable("m")
+    lay0 = sym.RNN(x, v0, s0, c0, num_layers=1, **kw)
+    lay1 = sym.RNN(lay0[0] * vm, v1, s1, c1, num_layers=1, **kw)
+    net = sym.Group([lay1[0], lay0[1], lay1[1], lay0[2], lay1[2]])
+    args = {"x": ins[0], "w0": w0, "w1": w1, "s0": ins[2][:1], "s1": ins[2][1:],
+            "c0": ins[3][:1], "c1": ins[3][1:], "m": mask}
+    grads2 = {k: nd.zeros(v.shape, dtype="float64") for k, v in args.items()}
+    exe = net.bind(None, {k: as_nd(v) for k, v in args.items()}, args_grad=grads2)
+    want = [o_.asnumpy() for o_ in exe.forward(is_train=True)]
+    exe.backward([as_nd(heads[0]), as_nd(heads[1][:1]), as_nd(heads[1][1:]),
+                  as_nd(heads[2][:1]), as_nd(heads[2][1:])])
+    g = {k: v.asnumpy() for k, v in grads2.items()}
+    np.testing.assert_allclose(outs[0], want[0], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(outs[1], np.concatenate(want[1:3]), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(outs[2], np.concatenate(want[3:5]), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(grads[0], g["x"], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(grads[2], np.concatenate([g["s0"], g["s1"]]), rtol=1e-9,
+                               atol=1e-12)
+    np.testing.assert_allclose(grads[3], np.concatenate([g["c0"], g["c1"]]), rtol=1e-9,
+                               atol=1e-12)
+    dw = np.concatenate([g["w0"][: g4 * (i + h)], g["w1"][: 2 * g4 * h],
+                         g["w0"][g4 * (i + h) :], g["w1"][2 * g4 * h :]])
+    np.testing.assert_allclose(grads[1], dw, rtol=1e-9, atol=1e-12)

@@ -70,6 +70,11 @@ class RNNParams(Params):
         return GATES[self.mode]
 
     @property
+    def drop(self) -> bool:
+        """Whether there is dropout between layers (in training), kept in a hidden mask."""
+        return self.p > 0 and self.num_layers > 1
+
+    @property
     def clip(self) -> bool:
         """Whether the LSTM cell state is clipped (the bounds apply to lstm only)."""
         return self.mode == "lstm" and self.lstm_state_clip_min is not None
@@ -93,10 +98,16 @@ def rnn_inputs(p: RNNParams) -> tuple[str, ...]:
     return (*_state_inputs(p), *(("sequence_length",) if p.use_sequence_length else ()))
 
 
-def rnn_outputs(p: RNNParams) -> tuple[str, ...]:
+def _visible_outputs(p: RNNParams) -> tuple[str, ...]:
     if not p.state_outputs:
         return ("output",)
     return ("output", "state_output", *(("statecell_output",) if p.mode == "lstm" else ()))
+
+
+def rnn_outputs(p: RNNParams) -> tuple[str, ...]:
+    """The visible outputs, then (dropout between layers) the hidden mask: 0 or 1 / (1 - p)
+    per element of each lower layer's output, all ones at inference."""
+    return (*_visible_outputs(p), *(("dropout_mask",) if p.drop else ()))
 
 
 def rnn_shape(p: RNNParams, ins: list, outs: list) -> tuple[list, list]:
@@ -120,7 +131,8 @@ def rnn_shape(p: RNNParams, ins: list, outs: list) -> tuple[list, list]:
                 f"{name} has shape {shape_str(given)} but data {shape_str(data)} with "
                 f"state_size={h}, num_layers={p.num_layers} needs {shape_str(w)}"
             ) from None
-    return new, [(t, n, p.dirs * h), *([st] * (len(outs) - 1))]
+    mask = [(p.num_layers - 1, t, n, p.dirs * h)] if p.drop else []
+    return new, [(t, n, p.dirs * h), *([st] * (len(_visible_outputs(p)) - 1)), *mask]
 
 
 def rnn_type(p: RNNParams, ins: list, outs: list) -> tuple[list, list]:
@@ -225,6 +237,8 @@ def rnn_reference(p: RNNParams, data: np.ndarray, params: np.ndarray, state: np.
         res.append(hy.astype(data.dtype))
         if p.mode == "lstm":
             res.append(cy.astype(data.dtype))
+    if p.drop:  # inference: no dropout, the mask keeps everything
+        res.append(np.ones((p.num_layers - 1, *x.shape), data.dtype))
     return tuple(res)
 
 
@@ -250,10 +264,9 @@ def _spec(call: KernelCall, stage: str, first: int = 0, **reqs: str) -> KernelSp
 
 
 def _fa(p: RNNParams) -> tuple[float, ...]:
-    """fa = [clip min, clip max] (lstm with clipping)."""
-    if not p.clip:
-        return ()
-    return (float(p.lstm_state_clip_min or 0.0), float(p.lstm_state_clip_max or 0.0))
+    """fa = [clip min, clip max, keep probability, mask seed (set by the runtime)]."""
+    lo, hi = (p.lstm_state_clip_min or 0.0, p.lstm_state_clip_max or 0.0) if p.clip else (0, 0)
+    return (float(lo), float(hi), 1.0 - p.p, 0.0)
 
 
 def _ia(p: RNNParams, data: tuple[int, ...]) -> tuple[int, ...]:
@@ -262,17 +275,17 @@ def _ia(p: RNNParams, data: tuple[int, ...]) -> tuple[int, ...]:
 
 def rnn_lowering(call: KernelCall) -> Lowered:
     p: RNNParams = call.params
-    if call.is_train and p.p > 0 and p.num_layers > 1:
-        raise NoKernelError("RNN: dropout between layers (p > 0) in training is not implemented")
     data = call.in_shapes[0]
     if 0 in data:
         return Lowered()
-    k = len(call.out_shapes)
+    k = len(_visible_outputs(p))
+    drop = "none" if not p.drop else "random" if call.is_train else "keep"
     spec = _spec(call, "forward", req=call.out_req(0),
                  req_h=call.out_req(1) if k > 1 else "null",
-                 req_c=call.out_req(2) if k > 2 else "null")
+                 req_c=call.out_req(2) if k > 2 else "null", drop=drop)
     ws = _workspace(p, data[0], data[1], data[2], False)
-    return Lowered((Launch(spec, _ia(p, data), _fa(p), workspace=ws),))
+    seed = 3 if drop == "random" else None
+    return Lowered((Launch(spec, _ia(p, data), _fa(p), workspace=ws, seed_slot=seed),))
 
 
 def rnn_backward_lowering(call: KernelCall) -> Lowered:
@@ -283,28 +296,30 @@ def rnn_backward_lowering(call: KernelCall) -> Lowered:
         return Lowered()
     k = len(call.out_shapes)
     spec = _spec(call, "backward", ng, req_dx=call.out_req(0), req_dw=call.out_req(1),
-                 req_dh=call.out_req(2), req_dc=call.out_req(3) if k > 3 else "null")
+                 req_dh=call.out_req(2), req_dc=call.out_req(3) if k > 3 else "null",
+                 drop="mask" if p.drop else "none")
     ws = _workspace(p, data[0], data[1], data[2], True)
     return Lowered((Launch(spec, _ia(p, data), _fa(p), workspace=ws),))
 
 
 def _backward_inputs(p: RNNParams) -> tuple[str, ...]:
+    """The visible outputs' gradients, the forward's inputs, then its dropout mask."""
     gs = ("ograd",)
     if p.state_outputs:
         gs += ("state_ograd", *(("statecell_ograd",) if p.mode == "lstm" else ()))
-    return (*gs, *rnn_inputs(p))
+    return (*gs, *rnn_inputs(p), *(("dropout_mask",) if p.drop else ()))
 
 
 def _backward_shape(p: RNNParams, ins: list, outs: list) -> tuple[list, list]:
-    k = len(ins) - len(rnn_inputs(p))
+    k = len(_visible_outputs(p))
     return list(ins), list(ins[k : k + len(_state_inputs(p))])
 
 
 def _backward_type(p: RNNParams, ins: list, outs: list) -> tuple[list, list]:
-    k = len(ins) - len(rnn_inputs(p))
-    t = next((v for v in (*ins[: k + len(_state_inputs(p))], *outs) if v is not None), None)
-    rest = [v if v is not None else t for v in ins[k + len(_state_inputs(p)) :]]
-    return [t] * (len(ins) - len(rest)) + rest, [t] * len(outs)
+    k = len(_visible_outputs(p)) + len(_state_inputs(p))
+    t = next((v for v in (*ins[:k], *outs) if v is not None), None)
+    ls = [v if v is not None else t for v in ins[k : len(ins) - p.drop]]
+    return [t] * k + ls + [t] * p.drop, [t] * len(outs)
 
 
 BACKWARD_RNN = register(
@@ -326,13 +341,15 @@ def rnn_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
     """Missing state gradients (outputs nobody reads) are zeros."""
     gs: list[Entry] = []
     zeros = get_op("zeros_like")
-    for k, g in enumerate(ograds):
+    nv = len(_visible_outputs(node.params))
+    for k, g in enumerate(ograds[:nv]):
         if g is None:
             z = Node(zeros, f"{node.name}_zero_ograd{k}", zeros.parse_params({})[0],
                      (Entry(node, k),), {}, ())
             g = Entry(z, 0)
         gs.append(g)
-    b = backward_node(BACKWARD_RNN, node, [*gs, *node.inputs])
+    mask = [Entry(node, nv)] if node.params.drop else []
+    b = backward_node(BACKWARD_RNN, node, [*gs, *node.inputs, *mask])
     n = len(_state_inputs(node.params))
     # sequence_length gets no gradient
     return [Entry(b, k) for k in range(n)] + [None] * (len(node.inputs) - n)
@@ -356,6 +373,7 @@ RNN = register(
         params=RNNParams,
         inputs=rnn_inputs,
         outputs=rnn_outputs,
+        num_visible_outputs=lambda p: len(_visible_outputs(p)),
         infer_shape=rnn_shape,
         infer_type=rnn_type,
         reference=rnn_reference,
@@ -374,6 +392,8 @@ RNN = register(
             _ex("lstm", 4, 3, 2, 2, bi=True, state_outputs=True, use_sequence_length=True),
             _ex("gru", 3, 3, 2, 2, layers=2, state_outputs=True, use_sequence_length=True),
             _ex("rnn_tanh", 3, 2, 2, 2, bi=True, use_sequence_length=True),
+            # dropout between layers: random in training (see tests/ops/test_rnn_features.py)
+            _ex("gru", 3, 2, 2, 2, layers=2, p=0.5),
         ),
         bad_params=(
             {"state_size": 2, "num_layers": 1},
