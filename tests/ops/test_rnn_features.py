@@ -96,11 +96,14 @@ def test_sequence_length_shape_and_int_dtype():
     assert [np.dtype(t).name for t in types] == ["float64"] * 4 + ["int32"]
     rng = np.random.default_rng(1)
     ins = _inputs(rng, "lstm", 3, 2, 2, 2, 1, False)
-    a, _ = run([*ins, np.array([2.0, 3.0])], state_size=2, num_layers=1, mode="lstm",
-               use_sequence_length=True)
-    b, _ = run([*ins, np.array([2, 3], np.int32)], state_size=2, num_layers=1, mode="lstm",
-               use_sequence_length=True)
+    head = [rng.normal(size=(3, 2, 2))]
+    a, ga = run([*ins, np.array([2.0, 3.0])], head, state_size=2, num_layers=1, mode="lstm",
+                use_sequence_length=True)
+    b, gb = run([*ins, np.array([2, 3], np.int32)], head, state_size=2, num_layers=1,
+                mode="lstm", use_sequence_length=True)
     np.testing.assert_array_equal(a[0], b[0])
+    for x, y in zip(ga[:4], gb[:4]):
+        np.testing.assert_array_equal(x, y)
 
 
 def _lstm_step(x, w, h0, c0, lo=None, hi=None):

@@ -1,5 +1,7 @@
 """RNN: MXNet's fused recurrent operator (rnn_relu, rnn_tanh, lstm, gru), multi-layer and
-bidirectional, with its packed parameter vector."""
+bidirectional, with its packed parameter vector; per-item sequence lengths and LSTM cell
+clipping with cuDNN's semantics (MXNet's CPU build ignores both), and dropout between layers in
+training (a hidden mask output, drawn from the run seed). LSTM projection is not implemented."""
 
 from __future__ import annotations
 
