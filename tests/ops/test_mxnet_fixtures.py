@@ -57,6 +57,13 @@ DEVIATIONS: dict[str, str] = {
     "_contrib_bipartite_matching-1": "topk=2: MXNet stops after topk + 1 matches (it checks "
                                      "the count before counting the new match); nnsym stops "
                                      "at topk, as its documentation says",
+    "RNN-5": "lstm_state_clip_min/max: MXNet's CPU RNN ignores them (no clipping); nnsym clips "
+             "as cuDNN does",
+    "RNN-6": "use_sequence_length: MXNet's CPU RNN ignores the lengths; nnsym follows cuDNN "
+             "(outputs past a length are 0, final states at the last valid step)",
+    "RNN-7": "use_sequence_length: MXNet's CPU RNN ignores the lengths (as RNN-6)",
+    "RNN-8": "use_sequence_length: MXNet's CPU RNN ignores the lengths (as RNN-6)",
+    "RNN-9": "dropout between layers in training: random masks, not comparable with MXNet's",
 }
 # the image family: MXNet's flips pass the head gradient back unflipped, and with an odd width
 # (height) leave the middle column (row) of the output unwritten; its 8-bit bilinear resize is

@@ -1,5 +1,7 @@
 """RNN: MXNet's fused recurrent operator (rnn_relu, rnn_tanh, lstm, gru), multi-layer and
-bidirectional, with its packed parameter vector."""
+bidirectional, with its packed parameter vector; per-item sequence lengths and LSTM cell
+clipping with cuDNN's semantics (MXNet's CPU build ignores both), and dropout between layers in
+training (a hidden mask output, drawn from the run seed). LSTM projection is not implemented."""
 
 from __future__ import annotations
 
@@ -37,19 +39,27 @@ class RNNParams(Params):
     p: float = field(default=0.0, lower=0.0, upper=1.0, doc="Dropout between layers (training).")
     state_outputs: bool = field(default=False, doc="Also output the final states.")
     projection_size: int | None = field(default=None, doc="LSTM projection (not supported).")
-    lstm_state_clip_min: float | None = field(default=None, doc="Cell clip (not supported).")
-    lstm_state_clip_max: float | None = field(default=None, doc="Cell clip (not supported).")
-    lstm_state_clip_nan: bool = field(default=False, doc="Cell clip of NaN (not supported).")
+    lstm_state_clip_min: float | None = field(
+        default=None, doc="LSTM: clip the cell state to at least this (with the max)."
+    )
+    lstm_state_clip_max: float | None = field(
+        default=None, doc="LSTM: clip the cell state to at most this (with the min)."
+    )
+    lstm_state_clip_nan: bool = field(
+        default=False, doc="LSTM with clipping: a NaN cell state becomes the clip minimum."
+    )
     use_sequence_length: bool = field(
-        default=False, doc="Per-sequence lengths (not supported, as on MXNet's CPU)."
+        default=False, doc="Take a sequence_length input: each batch item's valid steps."
     )
 
     def __post_init__(self) -> None:
-        for name in ("projection_size", "lstm_state_clip_min", "lstm_state_clip_max"):
-            if getattr(self, name) is not None:
-                raise ValueError(f"{name} is not implemented in nnsym")
-        if self.lstm_state_clip_nan or self.use_sequence_length:
-            raise ValueError("lstm_state_clip_nan and use_sequence_length are not implemented")
+        if self.projection_size is not None:
+            raise ValueError("projection_size is not implemented in nnsym")
+        lo, hi = self.lstm_state_clip_min, self.lstm_state_clip_max
+        if (lo is None) != (hi is None):
+            raise ValueError("lstm_state_clip_min and lstm_state_clip_max must be given together")
+        if lo is not None and hi is not None and not lo <= hi:
+            raise ValueError(f"lstm_state_clip_min={lo} is above lstm_state_clip_max={hi}")
         if self.num_layers * self.dirs > 64:
             raise ValueError("at most 64 layer directions are supported")
 
@@ -60,6 +70,16 @@ class RNNParams(Params):
     @property
     def gates(self) -> int:
         return GATES[self.mode]
+
+    @property
+    def drop(self) -> bool:
+        """Whether there is dropout between layers (in training), kept in a hidden mask."""
+        return self.p > 0 and self.num_layers > 1
+
+    @property
+    def clip(self) -> bool:
+        """Whether the LSTM cell state is clipped (the bounds apply to lstm only)."""
+        return self.mode == "lstm" and self.lstm_state_clip_min is not None
 
 
 def param_count(p: RNNParams, input_size: int) -> int:
@@ -72,14 +92,24 @@ def param_count(p: RNNParams, input_size: int) -> int:
     return n
 
 
-def rnn_inputs(p: RNNParams) -> tuple[str, ...]:
+def _state_inputs(p: RNNParams) -> tuple[str, ...]:
     return ("data", "parameters", "state", *(("state_cell",) if p.mode == "lstm" else ()))
 
 
-def rnn_outputs(p: RNNParams) -> tuple[str, ...]:
+def rnn_inputs(p: RNNParams) -> tuple[str, ...]:
+    return (*_state_inputs(p), *(("sequence_length",) if p.use_sequence_length else ()))
+
+
+def _visible_outputs(p: RNNParams) -> tuple[str, ...]:
     if not p.state_outputs:
         return ("output",)
     return ("output", "state_output", *(("statecell_output",) if p.mode == "lstm" else ()))
+
+
+def rnn_outputs(p: RNNParams) -> tuple[str, ...]:
+    """The visible outputs, then (dropout between layers) the hidden mask: 0 or 1 / (1 - p)
+    per element of each lower layer's output, all ones at inference."""
+    return (*_visible_outputs(p), *(("dropout_mask",) if p.drop else ()))
 
 
 def rnn_shape(p: RNNParams, ins: list, outs: list) -> tuple[list, list]:
@@ -91,7 +121,9 @@ def rnn_shape(p: RNNParams, ins: list, outs: list) -> tuple[list, list]:
     t, n, i = data
     h, ld = p.state_size, p.num_layers * p.dirs
     st = (ld, n, h)
-    want = [data, None if i is None else (param_count(p, i),), *([st] * (len(ins) - 2))]
+    ns = len(_state_inputs(p)) - 2
+    want = [data, None if i is None else (param_count(p, i),), *([st] * ns),
+            *([(n,)] if p.use_sequence_length else [])]
     new = []
     for name, given, w in zip(rnn_inputs(p), ins, want):
         try:
@@ -101,12 +133,33 @@ def rnn_shape(p: RNNParams, ins: list, outs: list) -> tuple[list, list]:
                 f"{name} has shape {shape_str(given)} but data {shape_str(data)} with "
                 f"state_size={h}, num_layers={p.num_layers} needs {shape_str(w)}"
             ) from None
-    return new, [(t, n, p.dirs * h), *([st] * (len(outs) - 1))]
+    mask = [(p.num_layers - 1, t, n, p.dirs * h)] if p.drop else []
+    return new, [(t, n, p.dirs * h), *([st] * (len(_visible_outputs(p)) - 1)), *mask]
 
 
 def rnn_type(p: RNNParams, ins: list, outs: list) -> tuple[list, list]:
-    t = next((v for v in (*ins, *outs) if v is not None), None)
-    return [t] * len(ins), [t] * len(outs)
+    """One float dtype for everything; sequence_length keeps its own (else takes it too)."""
+    k = len(_state_inputs(p))
+    t = next((v for v in (*ins[:k], *outs) if v is not None), None)
+    rest = [v if v is not None else t for v in ins[k:]]
+    return [t] * k + rest, [t] * len(outs)
+
+
+def _lengths(p: RNNParams, tt: int, n: int, length: np.ndarray | None) -> np.ndarray:
+    """Each item's valid steps: int(length) clipped to [0, T] (NaN or negative: 0)."""
+    if length is None:
+        return np.full(n, tt, np.int64)
+    lv = length.astype(np.float64)
+    ok = (lv >= 0) & np.isfinite(lv)
+    return np.minimum(np.where(ok, lv, 0).astype(np.int64), tt)
+
+
+def _clip_cell(p: RNNParams, c: np.ndarray) -> np.ndarray:
+    if not p.clip:
+        return c
+    lo, hi = float(p.lstm_state_clip_min or 0.0), float(p.lstm_state_clip_max or 0.0)
+    out = np.minimum(np.maximum(c, lo), hi)
+    return np.where(np.isnan(c), lo if p.lstm_state_clip_nan else np.nan, out)
 
 
 def _unpack(p: RNNParams, w: np.ndarray, input_size: int) -> list[tuple[np.ndarray, ...]]:
@@ -133,9 +186,12 @@ def _sig(v: np.ndarray) -> np.ndarray:
 
 
 def rnn_reference(p: RNNParams, data: np.ndarray, params: np.ndarray, state: np.ndarray,
-                  state_cell: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+                  *rest: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Inputs after state: state_cell (lstm), then sequence_length (use_sequence_length)."""
+    state_cell = rest[0] if p.mode == "lstm" else None
     x = data.astype(np.float64)
     tt = x.shape[0]
+    lens = _lengths(p, tt, x.shape[1], rest[-1] if p.use_sequence_length else None)
     h_ = p.state_size
     mats = _unpack(p, params.astype(np.float64), x.shape[2])
     hy, cy = np.zeros(state.shape), np.zeros(state.shape)
@@ -146,14 +202,18 @@ def rnn_reference(p: RNNParams, data: np.ndarray, params: np.ndarray, state: np.
             wx, wh, bx, bh = mats[k]
             h = state[k].astype(np.float64)
             c = state_cell[k].astype(np.float64) if state_cell is not None else None
-            ys = [np.empty(0)] * tt
-            for t in range(tt)[:: -1 if d else 1]:
-                ax, ah = x[t] @ wx.T + bx, h @ wh.T + bh
+            ys = [np.zeros((x.shape[1], h_)) for _ in range(tt)]
+            for s in range(tt):
+                live = s < lens  # items still inside their sequence at this step
+                t = np.where(lens - 1 - s >= 0, lens - 1 - s, 0) if d else np.full(len(lens), s)
+                xt = x[t, np.arange(len(lens))]
+                ax, ah = xt @ wx.T + bx, h @ wh.T + bh
+                hprev, cprev = h, c
                 if p.mode == "lstm":
                     a = ax + ah
                     i, f = _sig(a[:, :h_]), _sig(a[:, h_ : 2 * h_])
                     g, o = np.tanh(a[:, 2 * h_ : 3 * h_]), _sig(a[:, 3 * h_ :])
-                    c = f * c + i * g
+                    c = _clip_cell(p, f * c + i * g)
                     h = o * np.tanh(c)
                 elif p.mode == "gru":
                     r = _sig(ax[:, :h_] + ah[:, :h_])
@@ -164,7 +224,11 @@ def rnn_reference(p: RNNParams, data: np.ndarray, params: np.ndarray, state: np.
                     h = np.tanh(ax + ah)
                 else:
                     h = np.maximum(ax + ah, 0)
-                ys[t] = h
+                h = np.where(live[:, None], h, hprev)
+                if c is not None:
+                    c = np.where(live[:, None], c, cprev)
+                for b in np.flatnonzero(live):
+                    ys[t[b]][b] = h[b]
             hy[k] = h
             if c is not None:
                 cy[k] = c
@@ -175,25 +239,36 @@ def rnn_reference(p: RNNParams, data: np.ndarray, params: np.ndarray, state: np.
         res.append(hy.astype(data.dtype))
         if p.mode == "lstm":
             res.append(cy.astype(data.dtype))
+    if p.drop:  # inference: no dropout, the mask keeps everything
+        res.append(np.ones((p.num_layers - 1, *x.shape), data.dtype))
     return tuple(res)
 
 
 def _workspace(p: RNNParams, t: int, n: int, i: int, backward: bool) -> int:
     h, d, g, nl = p.state_size, p.dirs, p.gates * p.state_size, p.num_layers
     dh = d * h
-    k = nl * t * n * dh + 2 * nl * d * (t + 1) * n * h + nl * d * t * n * g + nl * d * t * n * h
+    k = nl * t * n * dh + 2 * nl * d * (t + 1) * n * h + nl * d * t * n * g + nl * d * t * n * h + n
     if backward:
         k += t * n * dh + t * n * max(i, dh) + param_count(p, i) + 2 * n * h + 2 * n * g
     return 8 * k
 
 
-def _spec(call: KernelCall, stage: str, **reqs: str) -> KernelSpec:
+def _spec(call: KernelCall, stage: str, first: int = 0, **reqs: str) -> KernelSpec:
+    """``first``: the position of the data among the node's inputs."""
     p: RNNParams = call.params
     dt = str(call.out_dtypes[0].name)
     if dt not in FLOAT_DTYPES:
         raise NoKernelError(f"RNN has dense kernels for {FLOAT_DTYPES}, not {dt}")
+    ldt = str(call.in_dtypes[first + len(_state_inputs(p))].name) if p.use_sequence_length else None
     return KernelSpec.make("nn/rnn.c.j2", dtype=dt, stage=stage, mode=p.mode,
-                           state_outputs=p.state_outputs, **reqs)
+                           state_outputs=p.state_outputs, clip=p.clip,
+                           clip_nan=p.clip and p.lstm_state_clip_nan, ldtype=ldt, **reqs)
+
+
+def _fa(p: RNNParams) -> tuple[float, ...]:
+    """fa = [clip min, clip max, keep probability, mask seed (set by the runtime)]."""
+    lo, hi = (p.lstm_state_clip_min or 0.0, p.lstm_state_clip_max or 0.0) if p.clip else (0, 0)
+    return (float(lo), float(hi), 1.0 - p.p, 0.0)
 
 
 def _ia(p: RNNParams, data: tuple[int, ...]) -> tuple[int, ...]:
@@ -202,17 +277,17 @@ def _ia(p: RNNParams, data: tuple[int, ...]) -> tuple[int, ...]:
 
 def rnn_lowering(call: KernelCall) -> Lowered:
     p: RNNParams = call.params
-    if call.is_train and p.p > 0 and p.num_layers > 1:
-        raise NoKernelError("RNN: dropout between layers (p > 0) in training is not implemented")
     data = call.in_shapes[0]
     if 0 in data:
         return Lowered()
-    k = len(call.out_shapes)
+    k = len(_visible_outputs(p))
+    drop = "none" if not p.drop else "random" if call.is_train else "keep"
     spec = _spec(call, "forward", req=call.out_req(0),
                  req_h=call.out_req(1) if k > 1 else "null",
-                 req_c=call.out_req(2) if k > 2 else "null")
+                 req_c=call.out_req(2) if k > 2 else "null", drop=drop)
     ws = _workspace(p, data[0], data[1], data[2], False)
-    return Lowered((Launch(spec, _ia(p, data), workspace=ws),))
+    seed = 3 if drop == "random" else None
+    return Lowered((Launch(spec, _ia(p, data), _fa(p), workspace=ws, seed_slot=seed),))
 
 
 def rnn_backward_lowering(call: KernelCall) -> Lowered:
@@ -222,22 +297,31 @@ def rnn_backward_lowering(call: KernelCall) -> Lowered:
     if 0 in data:
         return Lowered()
     k = len(call.out_shapes)
-    spec = _spec(call, "backward", req_dx=call.out_req(0), req_dw=call.out_req(1),
-                 req_dh=call.out_req(2), req_dc=call.out_req(3) if k > 3 else "null")
+    spec = _spec(call, "backward", ng, req_dx=call.out_req(0), req_dw=call.out_req(1),
+                 req_dh=call.out_req(2), req_dc=call.out_req(3) if k > 3 else "null",
+                 drop="mask" if p.drop else "none")
     ws = _workspace(p, data[0], data[1], data[2], True)
-    return Lowered((Launch(spec, _ia(p, data), workspace=ws),))
+    return Lowered((Launch(spec, _ia(p, data), _fa(p), workspace=ws),))
 
 
 def _backward_inputs(p: RNNParams) -> tuple[str, ...]:
+    """The visible outputs' gradients, the forward's inputs, then its dropout mask."""
     gs = ("ograd",)
     if p.state_outputs:
         gs += ("state_ograd", *(("statecell_ograd",) if p.mode == "lstm" else ()))
-    return (*gs, *rnn_inputs(p))
+    return (*gs, *rnn_inputs(p), *(("dropout_mask",) if p.drop else ()))
 
 
 def _backward_shape(p: RNNParams, ins: list, outs: list) -> tuple[list, list]:
-    k = len(ins) - len(rnn_inputs(p))
-    return list(ins), list(ins[k:])
+    k = len(_visible_outputs(p))
+    return list(ins), list(ins[k : k + len(_state_inputs(p))])
+
+
+def _backward_type(p: RNNParams, ins: list, outs: list) -> tuple[list, list]:
+    k = len(_visible_outputs(p)) + len(_state_inputs(p))
+    t = next((v for v in (*ins[:k], *outs) if v is not None), None)
+    ls = [v if v is not None else t for v in ins[k : len(ins) - p.drop]]
+    return [t] * k + ls + [t] * p.drop, [t] * len(outs)
 
 
 BACKWARD_RNN = register(
@@ -245,9 +329,9 @@ BACKWARD_RNN = register(
         name="_backward_RNN",
         params=RNNParams,
         inputs=_backward_inputs,
-        outputs=lambda p: tuple(f"{n}_grad" for n in rnn_inputs(p)),
+        outputs=lambda p: tuple(f"{n}_grad" for n in _state_inputs(p)),
         infer_shape=_backward_shape,
-        infer_type=rnn_type,
+        infer_type=_backward_type,
         kernels={DENSE: Kernel(rnn_backward_lowering)},
         differentiable=False,
         doc="Gradient of RNN (backpropagation through time) to data, parameters and states.",
@@ -259,14 +343,18 @@ def rnn_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
     """Missing state gradients (outputs nobody reads) are zeros."""
     gs: list[Entry] = []
     zeros = get_op("zeros_like")
-    for k, g in enumerate(ograds):
+    nv = len(_visible_outputs(node.params))
+    for k, g in enumerate(ograds[:nv]):
         if g is None:
             z = Node(zeros, f"{node.name}_zero_ograd{k}", zeros.parse_params({})[0],
                      (Entry(node, k),), {}, ())
             g = Entry(z, 0)
         gs.append(g)
-    b = backward_node(BACKWARD_RNN, node, [*gs, *node.inputs])
-    return [Entry(b, k) for k in range(len(node.inputs))]
+    mask = [Entry(node, nv)] if node.params.drop else []
+    b = backward_node(BACKWARD_RNN, node, [*gs, *node.inputs, *mask])
+    n = len(_state_inputs(node.params))
+    # sequence_length gets no gradient
+    return [Entry(b, k) for k in range(n)] + [None] * (len(node.inputs) - n)
 
 
 def _ex(mode: str, t: int, n: int, i: int, h: int, layers: int = 1, bi: bool = False,
@@ -275,6 +363,9 @@ def _ex(mode: str, t: int, n: int, i: int, h: int, layers: int = 1, bi: bool = F
     st = (layers * p.dirs, n, h)
     shapes = ((t, n, i), (param_count(p, i),), st, *((st,) if mode == "lstm" else ()))
     params = {"state_size": h, "num_layers": layers, "mode": mode, "bidirectional": bi, **kw}
+    if kw.get("use_sequence_length"):  # lengths 1..T
+        return Example((*shapes, (n,)), params, low=-0.8, high=0.8,
+                       ints={len(shapes): (1, t + 1)})
     return Example(shapes, params, low=-0.8, high=0.8)
 
 
@@ -284,6 +375,7 @@ RNN = register(
         params=RNNParams,
         inputs=rnn_inputs,
         outputs=rnn_outputs,
+        num_visible_outputs=lambda p: len(_visible_outputs(p)),
         infer_shape=rnn_shape,
         infer_type=rnn_type,
         reference=rnn_reference,
@@ -297,12 +389,22 @@ RNN = register(
             _ex("rnn_tanh", 4, 2, 2, 3, layers=2, bi=True),
             _ex("rnn_relu", 3, 1, 2, 2, state_outputs=True),
             _ex("lstm", 3, 2, 2, 2, layers=2, bi=True, state_outputs=True),
+            _ex("lstm", 4, 2, 3, 3, state_outputs=True, lstm_state_clip_min=-0.2,
+                lstm_state_clip_max=0.25),
+            _ex("lstm", 4, 3, 2, 2, bi=True, state_outputs=True, use_sequence_length=True),
+            _ex("gru", 3, 3, 2, 2, layers=2, state_outputs=True, use_sequence_length=True),
+            _ex("rnn_tanh", 3, 2, 2, 2, bi=True, use_sequence_length=True),
+            # dropout between layers: random in training (see tests/ops/test_rnn_features.py)
+            _ex("gru", 3, 2, 2, 2, layers=2, p=0.5),
         ),
         bad_params=(
             {"state_size": 2, "num_layers": 1},
             {"state_size": 2, "num_layers": 1, "mode": "elman"},
             {"state_size": 0, "num_layers": 1, "mode": "lstm"},
             {"state_size": 2, "num_layers": 1, "mode": "lstm", "projection_size": 2},
+            {"state_size": 2, "num_layers": 1, "mode": "lstm", "lstm_state_clip_min": -1.0},
+            {"state_size": 2, "num_layers": 1, "mode": "lstm", "lstm_state_clip_min": 1.0,
+             "lstm_state_clip_max": -1.0},
         ),
     )
 )
