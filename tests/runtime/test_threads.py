@@ -130,7 +130,53 @@ def _workloads() -> list[tuple[str, Callable[[], np.ndarray]]]:
         parts = [out] + [ex.grad_dict[k].asnumpy() for k in ("x", "c_weight", "c_bias")]
         return np.concatenate([a.reshape(-1) for a in parts])
 
+    px = rng.standard_normal((4, 16, 40, 40)).astype(np.float32)
+    px[0, 0, :2, :2] = 7.0  # ties: the max gradient goes to the first maximum
+    px_cl = np.ascontiguousarray(px.transpose(0, 2, 3, 1))
+
+    def graph(net: Any, data: np.ndarray, **attrs: Any) -> np.ndarray:
+        """Forward and backward of a one-input graph (its head gradient fixed)."""
+        ex = net.simple_bind(cpu(), x=data.shape)
+        ex.arg_dict["x"][:] = data
+        out = ex.forward(is_train=True)[0]
+        head = np.cos(np.arange(out.size, dtype=np.float32)).reshape(out.shape)
+        ex.backward([nd.array(head)])
+        return np.concatenate([out.asnumpy().reshape(-1), ex.grad_dict["x"].asnumpy().reshape(-1)])
+
+    def pool(data: np.ndarray, **kw: Any) -> Callable[[], np.ndarray]:
+        return lambda: graph(sym.Pooling(sym.Variable("x"), name="p", **kw), data)
+
+    sx = rng.standard_normal((512, 300)).astype(np.float32)
+    sx4 = rng.standard_normal((16, 10, 24, 24)).astype(np.float32)
+    labels = rng.integers(0, 300, 512).astype(np.float32)
+    labels[::7] = 5  # ignored below
+    labels4 = rng.integers(0, 10, (16, 24, 24)).astype(np.float32)
+
+    def softmax_output(data: np.ndarray, lab: np.ndarray, **kw: Any) -> Callable[[], np.ndarray]:
+        def run() -> np.ndarray:
+            net = sym.SoftmaxOutput(sym.Variable("x"), sym.Variable("label"), name="so", **kw)
+            ex = net.simple_bind(cpu(), x=data.shape, label=lab.shape)
+            ex.arg_dict["x"][:] = data
+            ex.arg_dict["label"][:] = lab
+            out = ex.forward(is_train=True)[0].asnumpy()
+            ex.backward()
+            return np.concatenate([out.reshape(-1), ex.grad_dict["x"].asnumpy().reshape(-1)])
+        return run
+
     return [
+        ("softmax rows", lambda: graph(sym.softmax(sym.Variable("x"), axis=-1), sx)),
+        ("softmax axis 1", lambda: graph(sym.softmax(sym.Variable("x"), axis=1), sx4)),
+        ("log_softmax rows", lambda: graph(sym.log_softmax(sym.Variable("x"), temperature=2.0),
+                                           sx)),
+        ("softmax nd", lambda: nd.softmax(nd.array(sx4), axis=1).asnumpy()),
+        ("softmax_output ignore valid", softmax_output(sx, labels, use_ignore=True,
+                                                       ignore_label=5, normalization="valid")),
+        ("softmax_output multi", softmax_output(sx4, labels4, multi_output=True)),
+        ("pool max 3x3 s2", pool(px, kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="max")),
+        ("pool avg 2x2", pool(px, kernel=(2, 2), stride=(1, 1), pool_type="avg")),
+        ("pool lp2 global", pool(px, kernel=(1, 1), global_pool=True, pool_type="lp", p_value=2)),
+        ("pool max NHWC", pool(px_cl, kernel=(3, 3), stride=(1, 1), pool_type="max",
+                               layout="NHWC")),
         ("convolution", conv),
         ("batch_norm train", batch_norm(True)),
         ("batch_norm inference", batch_norm(False)),
@@ -139,6 +185,11 @@ def _workloads() -> list[tuple[str, Callable[[], np.ndarray]]]:
         ("sum all", lambda: nd.sum(nd.array(m)).asnumpy()),
         ("sum axis 1", lambda: nd.sum(nd.array(m), axis=1).asnumpy()),
         ("mean axis 0", lambda: nd.mean(nd.array(m), axis=0).asnumpy()),
+        ("max axis 1", lambda: nd.max(nd.array(m), axis=1).asnumpy()),
+        ("argmax axis 0", lambda: nd.argmax(nd.array(m), axis=0).asnumpy()),
+        ("sum axes 0 2", lambda: nd.sum(nd.array(sx4), axis=(0, 2)).asnumpy()),
+        ("prod axis 1 keep 3d", lambda: nd.prod(nd.array(sx4 * 0.1 + 1), axis=1).asnumpy()),
+        ("norm axis 1", lambda: nd.norm(nd.array(m), axis=1).asnumpy()),
         ("gemv", lambda: nd.dot(nd.array(v), nd.array(wmat), transpose_b=True).asnumpy()),
         ("csr dot", lambda: nd.dot(csr, nd.array(rhs)).asnumpy()),
         ("sgd_mom dense", sgd_mom),
