@@ -163,6 +163,11 @@ def _workloads() -> list[tuple[str, Callable[[], np.ndarray]]]:
             return np.concatenate([out.reshape(-1), ex.grad_dict["x"].asnumpy().reshape(-1)])
         return run
 
+    def in_place() -> np.ndarray:
+        a = nd.array(x)
+        nd.elemwise_add(a, nd.array(g), out=a)
+        return a.asnumpy()
+
     return [
         ("softmax rows", lambda: graph(sym.softmax(sym.Variable("x"), axis=-1), sx)),
         ("softmax axis 1", lambda: graph(sym.softmax(sym.Variable("x"), axis=1), sx4)),
@@ -181,6 +186,12 @@ def _workloads() -> list[tuple[str, Callable[[], np.ndarray]]]:
         ("batch_norm train", batch_norm(True)),
         ("batch_norm inference", batch_norm(False)),
         ("map tanh", lambda: nd.tanh(nd.array(x)).asnumpy()),
+        ("map scalar", lambda: (nd.array(x) * 0.75 + 1.5).asnumpy()),
+        ("map binary", lambda: nd.elemwise_mul(nd.array(x), nd.array(g)).asnumpy()),
+        ("map broadcast rows", lambda: nd.broadcast_mul(nd.array(m), nd.array(v)).asnumpy()),
+        ("map broadcast cols",
+         lambda: nd.broadcast_sub(nd.array(m), nd.array(m[:, :1])).asnumpy()),
+        ("map in place", in_place),
         ("map chain", lambda: (nd.array(x) * 2.5 + nd.array(g) * nd.array(x)).asnumpy()),
         ("sum all", lambda: nd.sum(nd.array(m)).asnumpy()),
         ("sum axis 1", lambda: nd.sum(nd.array(m), axis=1).asnumpy()),
