@@ -219,6 +219,54 @@ def test_results_do_not_depend_on_the_thread_count(restore: None) -> None:
             np.testing.assert_array_equal(fn(), serial[name], err_msg=f"{name}, {n} threads")
 
 
+def _max_pool_ref(x: np.ndarray, head: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """3x3 stride-2 pad-1 max pooling of NCHW ``x`` and its gradient (the first maximum of each
+    window takes the head gradient), by loops over the output."""
+    n, c, h, w = x.shape
+    oh, ow = (h - 1) // 2 + 1, (w - 1) // 2 + 1
+    out = np.empty((n, c, oh, ow), x.dtype)
+    dx = np.zeros(x.shape, x.dtype)  # float32 additions, in the kernel's (output) order
+    for i in range(oh):
+        for j in range(ow):
+            h0, w0 = max(2 * i - 1, 0), max(2 * j - 1, 0)
+            win = x[:, :, h0:2 * i + 2, w0:2 * j + 2].reshape(n, c, -1)
+            k = win.argmax(axis=2)
+            out[:, :, i, j] = win.max(axis=2)
+            ww = min(2 * j + 2, w) - w0
+            for a in range(n):
+                for b in range(c):
+                    dx[a, b, h0 + k[a, b] // ww, w0 + k[a, b] % ww] += head[a, b, i, j]
+    return out, dx
+
+
+def test_split_kernels_match_numpy(restore: None) -> None:
+    """At 2 threads the newly split kernels (sizes above PAR_MIN) give numpy's results."""
+    threads.set_num_threads(2)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 16, 40, 40)).astype(np.float32)
+    head = rng.standard_normal((2, 16, 20, 20)).astype(np.float32)
+    ex = sym.Pooling(sym.Variable("x"), kernel=(3, 3), stride=(2, 2), pad=(1, 1),
+                     pool_type="max").simple_bind(cpu(), x=x.shape)
+    ex.arg_dict["x"][:] = x
+    out = ex.forward(is_train=True)[0].asnumpy()
+    ex.backward([nd.array(head)])
+    want, dx = _max_pool_ref(x, head)
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(ex.grad_dict["x"].asnumpy(), dx)
+
+    m = rng.standard_normal((700, 300)).astype(np.float32)
+    e = np.exp(m.astype(np.float64) - m.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(nd.softmax(nd.array(m)).asnumpy(),
+                               e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+    np.testing.assert_array_equal(nd.sum(nd.array(m), axis=0).asnumpy(),
+                                  m.astype(np.float64).sum(axis=0).astype(np.float32))
+    np.testing.assert_array_equal(nd.max(nd.array(m), axis=1).asnumpy(), m.max(axis=1))
+    col = m[:, :1].copy()
+    np.testing.assert_array_equal(nd.broadcast_sub(nd.array(col), nd.array(m)).asnumpy(),
+                                  col - m)
+    np.testing.assert_array_equal(nd.abs(nd.array(m)).asnumpy(), np.abs(m))
+
+
 def _child(queue: Any) -> None:
     """In a forked child: a dense update big enough to split over the pool."""
     x = np.linspace(-1, 1, 1 << 20, dtype=np.float32)
