@@ -171,6 +171,7 @@ def _workloads() -> list[tuple[str, Callable[[], np.ndarray]]]:
     return [
         ("softmax rows", lambda: graph(sym.softmax(sym.Variable("x"), axis=-1), sx)),
         ("softmax axis 1", lambda: graph(sym.softmax(sym.Variable("x"), axis=1), sx4)),
+        ("softmax axis 0", lambda: graph(sym.softmax(sym.Variable("x"), axis=0), sx)),
         ("log_softmax rows", lambda: graph(sym.log_softmax(sym.Variable("x"), temperature=2.0),
                                            sx)),
         ("softmax nd", lambda: nd.softmax(nd.array(sx4), axis=1).asnumpy()),
@@ -258,6 +259,9 @@ def test_split_kernels_match_numpy(restore: None) -> None:
     e = np.exp(m.astype(np.float64) - m.max(axis=1, keepdims=True))
     np.testing.assert_allclose(nd.softmax(nd.array(m)).asnumpy(),
                                e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+    e0 = np.exp(m.astype(np.float64) - m.max(axis=0))  # one row of positions: split by columns
+    np.testing.assert_allclose(nd.softmax(nd.array(m), axis=0).asnumpy(), e0 / e0.sum(axis=0),
+                               rtol=1e-5, atol=1e-7)
     np.testing.assert_array_equal(nd.sum(nd.array(m), axis=0).asnumpy(),
                                   m.astype(np.float64).sum(axis=0).astype(np.float32))
     np.testing.assert_array_equal(nd.max(nd.array(m), axis=1).asnumpy(), m.max(axis=1))
