@@ -9,7 +9,7 @@ from typing import Any
 
 import jinja2
 
-from nnsym.ir.spec import CTYPES, KernelSpec, comptype, ctype
+from nnsym.ir.spec import CTYPES, PAR_MIN, KernelSpec, comptype, ctype
 
 OPS_DIR = Path(__file__).resolve().parent.parent / "ops"
 SHARED_DIR = Path(__file__).resolve().parent / "templates"
@@ -32,7 +32,8 @@ def c_literal(v: Any) -> str:
 
 def template_env(dirs: Sequence[Path]) -> jinja2.Environment:
     """A jinja2 environment for C templates: strict about undefined names, no escaping, the
-    ``lit`` filter and the C type helpers."""
+    ``lit`` filter, the C type helpers and ``PAR_MIN`` (for templates whose lowering does not pass
+    ``par_min``)."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader([str(d) for d in dirs]),
         undefined=jinja2.StrictUndefined,
@@ -42,7 +43,7 @@ def template_env(dirs: Sequence[Path]) -> jinja2.Environment:
         autoescape=False,
     )
     env.filters["lit"] = c_literal
-    env.globals.update(ctype=ctype, comptype=comptype, CTYPES=CTYPES)
+    env.globals.update(ctype=ctype, comptype=comptype, CTYPES=CTYPES, PAR_MIN=PAR_MIN)
     return env
 
 

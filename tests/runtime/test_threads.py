@@ -130,15 +130,78 @@ def _workloads() -> list[tuple[str, Callable[[], np.ndarray]]]:
         parts = [out] + [ex.grad_dict[k].asnumpy() for k in ("x", "c_weight", "c_bias")]
         return np.concatenate([a.reshape(-1) for a in parts])
 
+    px = rng.standard_normal((4, 16, 40, 40)).astype(np.float32)
+    px[0, 0, :2, :2] = 7.0  # ties: the max gradient goes to the first maximum
+    px_cl = np.ascontiguousarray(px.transpose(0, 2, 3, 1))
+
+    def graph(net: Any, data: np.ndarray, **attrs: Any) -> np.ndarray:
+        """Forward and backward of a one-input graph (its head gradient fixed)."""
+        ex = net.simple_bind(cpu(), x=data.shape)
+        ex.arg_dict["x"][:] = data
+        out = ex.forward(is_train=True)[0]
+        head = np.cos(np.arange(out.size, dtype=np.float32)).reshape(out.shape)
+        ex.backward([nd.array(head)])
+        return np.concatenate([out.asnumpy().reshape(-1), ex.grad_dict["x"].asnumpy().reshape(-1)])
+
+    def pool(data: np.ndarray, **kw: Any) -> Callable[[], np.ndarray]:
+        return lambda: graph(sym.Pooling(sym.Variable("x"), name="p", **kw), data)
+
+    sx = rng.standard_normal((512, 300)).astype(np.float32)
+    sx4 = rng.standard_normal((16, 10, 24, 24)).astype(np.float32)
+    labels = rng.integers(0, 300, 512).astype(np.float32)
+    labels[::7] = 5  # ignored below
+    labels4 = rng.integers(0, 10, (16, 24, 24)).astype(np.float32)
+
+    def softmax_output(data: np.ndarray, lab: np.ndarray, **kw: Any) -> Callable[[], np.ndarray]:
+        def run() -> np.ndarray:
+            net = sym.SoftmaxOutput(sym.Variable("x"), sym.Variable("label"), name="so", **kw)
+            ex = net.simple_bind(cpu(), x=data.shape, label=lab.shape)
+            ex.arg_dict["x"][:] = data
+            ex.arg_dict["label"][:] = lab
+            out = ex.forward(is_train=True)[0].asnumpy()
+            ex.backward()
+            return np.concatenate([out.reshape(-1), ex.grad_dict["x"].asnumpy().reshape(-1)])
+        return run
+
+    def in_place() -> np.ndarray:
+        a = nd.array(x)
+        nd.elemwise_add(a, nd.array(g), out=a)
+        return a.asnumpy()
+
     return [
+        ("softmax rows", lambda: graph(sym.softmax(sym.Variable("x"), axis=-1), sx)),
+        ("softmax axis 1", lambda: graph(sym.softmax(sym.Variable("x"), axis=1), sx4)),
+        ("softmax axis 0", lambda: graph(sym.softmax(sym.Variable("x"), axis=0), sx)),
+        ("log_softmax rows", lambda: graph(sym.log_softmax(sym.Variable("x"), temperature=2.0),
+                                           sx)),
+        ("softmax nd", lambda: nd.softmax(nd.array(sx4), axis=1).asnumpy()),
+        ("softmax_output ignore valid", softmax_output(sx, labels, use_ignore=True,
+                                                       ignore_label=5, normalization="valid")),
+        ("softmax_output multi", softmax_output(sx4, labels4, multi_output=True)),
+        ("pool max 3x3 s2", pool(px, kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="max")),
+        ("pool avg 2x2", pool(px, kernel=(2, 2), stride=(1, 1), pool_type="avg")),
+        ("pool lp2 global", pool(px, kernel=(1, 1), global_pool=True, pool_type="lp", p_value=2)),
+        ("pool max NHWC", pool(px_cl, kernel=(3, 3), stride=(1, 1), pool_type="max",
+                               layout="NHWC")),
         ("convolution", conv),
         ("batch_norm train", batch_norm(True)),
         ("batch_norm inference", batch_norm(False)),
         ("map tanh", lambda: nd.tanh(nd.array(x)).asnumpy()),
+        ("map scalar", lambda: (nd.array(x) * 0.75 + 1.5).asnumpy()),
+        ("map binary", lambda: nd.elemwise_mul(nd.array(x), nd.array(g)).asnumpy()),
+        ("map broadcast rows", lambda: nd.broadcast_mul(nd.array(m), nd.array(v)).asnumpy()),
+        ("map broadcast cols",
+         lambda: nd.broadcast_sub(nd.array(m), nd.array(m[:, :1])).asnumpy()),
+        ("map in place", in_place),
         ("map chain", lambda: (nd.array(x) * 2.5 + nd.array(g) * nd.array(x)).asnumpy()),
         ("sum all", lambda: nd.sum(nd.array(m)).asnumpy()),
         ("sum axis 1", lambda: nd.sum(nd.array(m), axis=1).asnumpy()),
         ("mean axis 0", lambda: nd.mean(nd.array(m), axis=0).asnumpy()),
+        ("max axis 1", lambda: nd.max(nd.array(m), axis=1).asnumpy()),
+        ("argmax axis 0", lambda: nd.argmax(nd.array(m), axis=0).asnumpy()),
+        ("sum axes 0 2", lambda: nd.sum(nd.array(sx4), axis=(0, 2)).asnumpy()),
+        ("prod axis 1 keep 3d", lambda: nd.prod(nd.array(sx4 * 0.1 + 1), axis=1).asnumpy()),
+        ("norm axis 1", lambda: nd.norm(nd.array(m), axis=1).asnumpy()),
         ("gemv", lambda: nd.dot(nd.array(v), nd.array(wmat), transpose_b=True).asnumpy()),
         ("csr dot", lambda: nd.dot(csr, nd.array(rhs)).asnumpy()),
         ("sgd_mom dense", sgd_mom),
@@ -155,6 +218,57 @@ def test_results_do_not_depend_on_the_thread_count(restore: None) -> None:
         threads.set_num_threads(n)
         for name, fn in work:
             np.testing.assert_array_equal(fn(), serial[name], err_msg=f"{name}, {n} threads")
+
+
+def _max_pool_ref(x: np.ndarray, head: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """3x3 stride-2 pad-1 max pooling of NCHW ``x`` and its gradient (the first maximum of each
+    window takes the head gradient), by loops over the output."""
+    n, c, h, w = x.shape
+    oh, ow = (h - 1) // 2 + 1, (w - 1) // 2 + 1
+    out = np.empty((n, c, oh, ow), x.dtype)
+    dx = np.zeros(x.shape, x.dtype)  # float32 additions, in the kernel's (output) order
+    for i in range(oh):
+        for j in range(ow):
+            h0, w0 = max(2 * i - 1, 0), max(2 * j - 1, 0)
+            win = x[:, :, h0:2 * i + 2, w0:2 * j + 2].reshape(n, c, -1)
+            k = win.argmax(axis=2)
+            out[:, :, i, j] = win.max(axis=2)
+            ww = min(2 * j + 2, w) - w0
+            for a in range(n):
+                for b in range(c):
+                    dx[a, b, h0 + k[a, b] // ww, w0 + k[a, b] % ww] += head[a, b, i, j]
+    return out, dx
+
+
+def test_split_kernels_match_numpy(restore: None) -> None:
+    """At 2 threads the newly split kernels (sizes above PAR_MIN) give numpy's results."""
+    threads.set_num_threads(2)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 16, 40, 40)).astype(np.float32)
+    head = rng.standard_normal((2, 16, 20, 20)).astype(np.float32)
+    ex = sym.Pooling(sym.Variable("x"), kernel=(3, 3), stride=(2, 2), pad=(1, 1),
+                     pool_type="max").simple_bind(cpu(), x=x.shape)
+    ex.arg_dict["x"][:] = x
+    out = ex.forward(is_train=True)[0].asnumpy()
+    ex.backward([nd.array(head)])
+    want, dx = _max_pool_ref(x, head)
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(ex.grad_dict["x"].asnumpy(), dx)
+
+    m = rng.standard_normal((700, 300)).astype(np.float32)
+    e = np.exp(m.astype(np.float64) - m.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(nd.softmax(nd.array(m)).asnumpy(),
+                               e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+    e0 = np.exp(m.astype(np.float64) - m.max(axis=0))  # one row of positions: split by columns
+    np.testing.assert_allclose(nd.softmax(nd.array(m), axis=0).asnumpy(), e0 / e0.sum(axis=0),
+                               rtol=1e-5, atol=1e-7)
+    np.testing.assert_array_equal(nd.sum(nd.array(m), axis=0).asnumpy(),
+                                  m.astype(np.float64).sum(axis=0).astype(np.float32))
+    np.testing.assert_array_equal(nd.max(nd.array(m), axis=1).asnumpy(), m.max(axis=1))
+    col = m[:, :1].copy()
+    np.testing.assert_array_equal(nd.broadcast_sub(nd.array(col), nd.array(m)).asnumpy(),
+                                  col - m)
+    np.testing.assert_array_equal(nd.abs(nd.array(m)).asnumpy(), np.abs(m))
 
 
 def _child(queue: Any) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ir.spec import PAR_MIN, KernelCall, KernelSpec, Launch, Lowered, size
 
 Array = np.ndarray
 UnaryFn = Callable[[Array], Array]
@@ -161,6 +161,7 @@ def binary_lowering(call: KernelCall, expr: str) -> Lowered:
         req=call.req,
         nd=len(rows),
         inner=_INNER[rows[-1][1:]],
+        par_min=PAR_MIN,
     )
     ia = (
         *(r[0] for r in rows),

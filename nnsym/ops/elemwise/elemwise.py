@@ -43,7 +43,7 @@ from nnsym.ir.opdef import (
     same_dtype,
 )
 from nnsym.ir.params import MAX_COUNT, NoParams, Params, field
-from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ir.spec import PAR_MIN, KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ir.storage import StorageKernel
 from nnsym.ops.common.exprs import (
     Array,
@@ -77,6 +77,7 @@ def unary_lowering(expr: str, fparams: tuple[str, ...] = ()) -> Kernel:
             in_dtype=call.in_dtypes[0].name,
             out_dtype=call.out_dtypes[0].name,
             req=call.req,
+            par_min=PAR_MIN,
         )
         fa = tuple(float(getattr(call.params, f)) for f in fparams)
         return Lowered((Launch(spec, (size(call.out_shapes[0]),), fa),))

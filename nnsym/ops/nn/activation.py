@@ -32,7 +32,7 @@ from nnsym.ir.opdef import (
     same_dtype,
 )
 from nnsym.ir.params import Params, field
-from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ir.spec import PAR_MIN, KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.common.grad import node_gradient, unary_gradient
 from nnsym.ops.common.lowering import binary_grad_launch
 from nnsym.types import Shape, shape_str
@@ -214,6 +214,7 @@ def softmax_launch(
         use_length=use_length,
         len_dtype=call.in_dtypes[1].name if use_length else None,
         n_in=len(call.in_shapes),
+        par_min=PAR_MIN,
     )
     ws = inner * 16 + comp * (length * inner + 2 * inner)
     fa = (float(temperature),) if temperature is not None else ()
@@ -556,7 +557,8 @@ def _softmax_backward_lowering(log: bool, negate: bool = False) -> Any:
         d = call.in_shapes[0]
         ax = p.axis % len(d) if d else 0
         spec = KernelSpec.make("nn/softmax_backward.c.j2", in_dtype=call.in_dtypes[0].name,
-                               out_dtype=call.out_dtypes[0].name, req=call.out_req(0), log=log)
+                               out_dtype=call.out_dtypes[0].name, req=call.out_req(0), log=log,
+                               par_min=PAR_MIN)
         ia = (size(d[:ax]), d[ax] if d else 1, size(d[ax + 1 :]))
         t = p.temperature if p.temperature is not None else 1.0
         return Lowered((Launch(spec, ia, ((-1.0 if negate else 1.0) / t,)),))
@@ -707,7 +709,8 @@ def softmax_activation_lowering(call: KernelCall) -> Lowered:
 def softmax_activation_backward_lowering(call: KernelCall) -> Lowered:
     """p = [ograd, output, data (not read), data grad]."""
     spec = KernelSpec.make("nn/softmax_backward.c.j2", in_dtype=call.in_dtypes[0].name,
-                           out_dtype=call.out_dtypes[0].name, req=call.out_req(0), log=False)
+                           out_dtype=call.out_dtypes[0].name, req=call.out_req(0), log=False,
+                           par_min=PAR_MIN)
     ia = _softmax_activation_dims(call.params, call.in_shapes[0])
     return Lowered((Launch(spec, ia, (1.0,)),))
 

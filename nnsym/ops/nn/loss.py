@@ -28,7 +28,7 @@ from nnsym.ir.opdef import (
     same_dtype,
 )
 from nnsym.ir.params import Params, field
-from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ir.spec import PAR_MIN, KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.common.grad import backward_node, node_gradient, unary_gradient
 from nnsym.ops.nn.activation import ACTIVATION, elementwise_launch, softmax_launch
 from nnsym.types import Shape, shape_str
@@ -154,7 +154,7 @@ def softmax_output_backward_lowering(call: KernelCall) -> Lowered:
     spec = KernelSpec.make(
         "nn/softmax_output_backward.c.j2", dtype=call.out_dtypes[0].name, req=call.out_req(0),
         prob_label=tuple(label) == tuple(out), use_ignore=p.use_ignore,
-        normalization=p.normalization, smooth=p.smooth_alpha > 0,
+        normalization=p.normalization, smooth=p.smooth_alpha > 0, par_min=PAR_MIN,
     )
     ia = (*_softmax_dims(p, out), out[0] if out else 1)
     # MXNet 1.9.1 divides a multi_output gradient by the spatial size too, except with

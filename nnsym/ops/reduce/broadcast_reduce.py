@@ -30,7 +30,7 @@ from nnsym.ir.opdef import (
     same_dtype,
 )
 from nnsym.ir.params import NoParams, Params, field
-from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, comptype, size
+from nnsym.ir.spec import PAR_MIN, KernelCall, KernelSpec, Launch, Lowered, comptype, size
 from nnsym.ops.common.exprs import broadcast_rows, is_integer, trunc_div
 from nnsym.ops.common.grad import GradFn, node_gradient, refuse_integer_division
 from nnsym.ops.common.lowering import grad_launch, reduce_out_shape, strided_lowering
@@ -348,6 +348,7 @@ def reduce_lowering(call: KernelCall, op: str, axes: tuple[int, ...]) -> Lowered
         acc=acc,
         init=init,
         block=REDUCE_BLOCK,
+        par_min=PAR_MIN,
     )
     return Lowered((Launch(spec, (rows[-1][0], count, *kept, *red)),))
 
