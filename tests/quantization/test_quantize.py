@@ -1,0 +1,129 @@
+"""quantize, quantize_v2, dequantize, requantize: values MXNet 1.9.1's pip build printed for the
+same calls (run by hand in the reference venv), the reference-implementation cases where that
+build is wrong, and the errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nnsym as mx
+from nnsym.errors import NNSymError, OperatorParamError
+from nnsym.ops import REGISTRY
+
+X = np.array([[-1.5, 0.3, 2.0], [0.7, -0.2, 1.1]], np.float32)
+
+
+def _nd(a, dtype="float32"):
+    return mx.nd.array(np.asarray(a), dtype=dtype)
+
+
+def _np(outs):
+    return [o.asnumpy() for o in outs]
+
+
+@pytest.mark.parametrize(
+    ("out_type", "want", "lo", "hi"),
+    [
+        ("int8", [[-95, 19, 127], [44, -13, 70]], -2.0, 2.0),
+        # uint8: negatives clamp to 0, scale 255 / MaxAbs(range); the range passes through.
+        ("uint8", [[0, 38, 255], [89, 0, 140]], -1.5, 2.0),
+    ],
+)
+def test_quantize_matches_mxnet(out_type, want, lo, hi):
+    q, omin, omax = _np(mx.nd.contrib.quantize(_nd(X), _nd([-1.5]), _nd([2.0]),
+                                               out_type=out_type))
+    assert q.dtype == np.dtype(out_type)
+    np.testing.assert_array_equal(q, want)
+    assert (omin.tolist(), omax.tolist()) == ([lo], [hi])
+
+
+@pytest.mark.parametrize(
+    ("params", "dtype", "want", "lo", "hi"),
+    [
+        ({}, "int8", [[-96, 19, 127], [45, -13, 70]], -2.0, 2.0),
+        ({"out_type": "uint8"}, "uint8", [[0, 38, 255], [89, 0, 141]], -1.5, 2.0),
+        ({"min_calib_range": -1.0, "max_calib_range": 1.0}, "int8",
+         [[-128, 38, 127], [89, -26, 127]], -1.0, 1.0),
+        ({"out_type": "uint8", "min_calib_range": -1.0, "max_calib_range": 1.0}, "uint8",
+         [[0, 77, 255], [179, 0, 255]], -1.0, 1.0),
+    ],
+)
+def test_quantize_v2_matches_mxnet(params, dtype, want, lo, hi):
+    q, omin, omax = _np(mx.nd.contrib.quantize_v2(_nd(X), **params))
+    assert q.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(q, want)
+    assert (omin.tolist(), omax.tolist()) == ([lo], [hi])
+
+
+def test_quantize_v2_auto_picks_uint8_only_for_a_nonnegative_calibrated_range():
+    x = _nd([[0.5, 0.3, 2.0]])
+    assert mx.nd.contrib.quantize_v2(x, out_type="auto")[0].dtype == np.int8
+    q = mx.nd.contrib.quantize_v2(x, out_type="auto", min_calib_range=0.0, max_calib_range=2.0)
+    assert q[0].dtype == np.uint8
+    np.testing.assert_array_equal(q[0].asnumpy(), [[64, 38, 255]])
+
+
+def test_dequantize_matches_mxnet():
+    got = mx.nd.contrib.dequantize(_nd([[-127, 5, 100]], "int8"), _nd([-2.0]), _nd([1.0]))
+    # printed by MXNet to 7 digits; the fixture table compares its exact values
+    np.testing.assert_allclose(got.asnumpy(), [[-1.992157, 0.07843138, 1.5686276]], rtol=1e-6)
+    got = mx.nd.contrib.dequantize(_nd([[0, 5, 255]], "uint8"), _nd([-2.0]), _nd([1.0]))
+    np.testing.assert_allclose(got.asnumpy(), [[0.0, 0.03913894, 1.9960861]], rtol=1e-6)
+
+
+QI = [[-2000000000, 5, 1000000, 2147483647]]
+
+
+def test_requantize_with_calibration_matches_mxnet():
+    q, omin, omax = _np(mx.nd.contrib.requantize(
+        _nd(QI, "int32"), _nd([-10.0]), _nd([10.0]), min_calib_range=-3.0, max_calib_range=2.0))
+    assert q.dtype == np.int8
+    np.testing.assert_array_equal(q, [[-128, 0, 0, 127]])
+    assert (omin.tolist(), omax.tolist()) == ([-3.0], [3.0])
+
+
+def test_requantize_without_calibration_follows_the_reference_implementation():
+    # MXNet 1.9.1's pip build prints [[118, 0, 0, -127]] with the range (10, -10) here (signs
+    # flipped); its reference kernel scales by the data's own range, MaxAbs = 10.
+    q, omin, omax = _np(mx.nd.contrib.requantize(_nd(QI, "int32"), _nd([-10.0]), _nd([10.0])))
+    np.testing.assert_array_equal(q, [[-118, 0, 0, 127]])
+    assert (omin.tolist(), omax.tolist()) == ([-10.0], [10.0])
+
+
+def test_zero_range_gives_zeros():
+    q = mx.nd.contrib.quantize(_nd(X), _nd([0.0]), _nd([0.0]), out_type="int8")[0]
+    np.testing.assert_array_equal(q.asnumpy(), np.zeros((2, 3), np.int8))
+    q = mx.nd.contrib.quantize_v2(_nd(np.zeros((2, 2))))
+    assert q[0].asnumpy().tolist() == [[0, 0], [0, 0]]
+    assert (q[1].asnumpy().tolist(), q[2].asnumpy().tolist()) == ([0.0], [0.0])
+
+
+def test_round_trip_in_a_bound_graph():
+    data = mx.sym.var("data")
+    q = mx.sym.contrib.quantize_v2(data, min_calib_range=-2.0, max_calib_range=2.0)
+    out = mx.sym.contrib.dequantize(q[0], q[1], q[2])
+    exe = out.bind(mx.cpu(), {"data": _nd(X)})
+    got = exe.forward()[0].asnumpy()
+    np.testing.assert_allclose(got, X, atol=2.0 / 127.5)
+    assert mx.sym.contrib.quantize(data).list_arguments()[0] == "data"
+    assert len(mx.sym.contrib.quantize(data).list_outputs()) == 3
+
+
+def test_bad_inputs_raise():
+    with pytest.raises(NNSymError, match="float32"):
+        mx.nd.contrib.quantize(_nd(X, "float64"), _nd([-1.0]), _nd([1.0]))
+    with pytest.raises(NNSymError, match="int32"):
+        mx.nd.contrib.requantize(_nd(QI, "int8"), _nd([-1.0]), _nd([1.0]))
+    with pytest.raises(NNSymError, match="uint8"):
+        mx.nd.contrib.requantize(_nd(QI, "int32"), _nd([-1.0]), _nd([1.0]), out_type="uint8")
+    with pytest.raises(NNSymError, match="int8 or uint8"):
+        mx.nd.contrib.dequantize(_nd(X), _nd([-1.0]), _nd([1.0]))
+    with pytest.raises(OperatorParamError, match="quantize_v2"):
+        mx.nd.contrib.quantize_v2(_nd(X), min_calib_range=-1.0)
+
+
+@pytest.mark.parametrize("name", ["_contrib_quantize", "_contrib_quantize_v2",
+                                  "_contrib_dequantize", "_contrib_requantize"])
+def test_not_differentiable(name):
+    assert REGISTRY[name].grad is None
