@@ -124,6 +124,30 @@ def test_bad_inputs_raise():
 
 
 @pytest.mark.parametrize("name", ["_contrib_quantize", "_contrib_quantize_v2",
-                                  "_contrib_dequantize", "_contrib_requantize"])
+                                  "_contrib_dequantize", "_contrib_requantize",
+                                  "_contrib_quantized_flatten", "_contrib_quantized_act"])
 def test_not_differentiable(name):
     assert REGISTRY[name].grad is None
+
+
+Q4 = np.array([[[[-100, 5], [60, -3]], [[127, -128], [0, 1]]]], np.int8)
+
+
+def test_quantized_flatten_and_relu_match_mxnet():
+    lo, hi = _nd([-2.0]), _nd([1.0])
+    q, omin, omax = _np(mx.nd.contrib.quantized_flatten(_nd(Q4, "int8"), lo, hi))
+    assert q.dtype == np.int8
+    np.testing.assert_array_equal(q, [[-100, 5, 60, -3, 127, -128, 0, 1]])
+    assert (omin.tolist(), omax.tolist()) == ([-2.0], [1.0])
+    q, omin, omax = _np(mx.nd.contrib.quantized_act(_nd(Q4, "int8"), lo, hi, act_type="relu"))
+    np.testing.assert_array_equal(q, [[[[0, 5], [60, 0]], [[127, 0], [0, 1]]]])
+    assert (omin.tolist(), omax.tolist()) == ([-2.0], [1.0])
+    assert mx.sym.contrib.quantized_act(mx.sym.var("data"), act_type="relu").list_arguments()[0] \
+        == "data"
+
+
+def test_quantized_act_refuses_what_mxnet_refuses():
+    with pytest.raises(OperatorParamError, match="relu"):
+        mx.nd.contrib.quantized_act(_nd(Q4, "int8"), _nd([-1.0]), _nd([1.0]), act_type="tanh")
+    with pytest.raises(NNSymError, match="int8"):
+        mx.nd.contrib.quantized_act(_nd(Q4, "uint8"), _nd([-1.0]), _nd([1.0]), act_type="relu")
