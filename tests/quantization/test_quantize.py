@@ -1,6 +1,6 @@
-"""quantize, quantize_v2, dequantize, requantize: values MXNet 1.9.1's pip build printed for the
-same calls (run by hand in the reference venv), the reference-implementation cases where that
-build is wrong, and the errors."""
+"""The quantization operators: values MXNet 1.9.1's pip build printed for the same calls
+(golden/make.py, run in the reference venv), the reference-implementation case where that build
+is wrong, and the errors."""
 
 from __future__ import annotations
 
@@ -58,7 +58,9 @@ def test_quantize_v2_matches_mxnet(params, dtype, want, lo, hi):
 
 def test_quantize_v2_auto_picks_uint8_only_for_a_nonnegative_calibrated_range():
     x = _nd([[0.5, 0.3, 2.0]])
-    assert mx.nd.contrib.quantize_v2(x, out_type="auto")[0].dtype == np.int8
+    q = mx.nd.contrib.quantize_v2(x, out_type="auto")
+    assert q[0].dtype == np.int8
+    np.testing.assert_array_equal(q[0].asnumpy(), [[32, 19, 127]])
     q = mx.nd.contrib.quantize_v2(x, out_type="auto", min_calib_range=0.0, max_calib_range=2.0)
     assert q[0].dtype == np.uint8
     np.testing.assert_array_equal(q[0].asnumpy(), [[64, 38, 255]])
@@ -66,10 +68,11 @@ def test_quantize_v2_auto_picks_uint8_only_for_a_nonnegative_calibrated_range():
 
 def test_dequantize_matches_mxnet():
     got = mx.nd.contrib.dequantize(_nd([[-127, 5, 100]], "int8"), _nd([-2.0]), _nd([1.0]))
-    # printed by MXNet to 7 digits; the fixture table compares its exact values
-    np.testing.assert_allclose(got.asnumpy(), [[-1.992157, 0.07843138, 1.5686276]], rtol=1e-6)
+    np.testing.assert_array_equal(got.asnumpy(), np.array(
+        [[-1.992156982421875, 0.0784313753247261, 1.5686275959014893]], np.float32))
     got = mx.nd.contrib.dequantize(_nd([[0, 5, 255]], "uint8"), _nd([-2.0]), _nd([1.0]))
-    np.testing.assert_allclose(got.asnumpy(), [[0.0, 0.03913894, 1.9960861]], rtol=1e-6)
+    np.testing.assert_array_equal(got.asnumpy(), np.array(
+        [[0.0, 0.03913894295692444, 1.9960861206054688]], np.float32))
 
 
 QI = [[-2000000000, 5, 1000000, 2147483647]]
