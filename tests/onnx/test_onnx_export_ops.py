@@ -65,7 +65,8 @@ UNMAPPED |= {
     "signsgd_update", "signum_update"}
 # MXNet's quantization operators: their scales and rounding differ from ONNX's QuantizeLinear.
 UNMAPPED |= {"_contrib_dequantize", "_contrib_quantize", "_contrib_quantize_v2",
-             "_contrib_requantize", "_contrib_quantized_act", "_contrib_quantized_flatten"}
+             "_contrib_requantize", "_contrib_quantized_act", "_contrib_quantized_flatten",
+             "_contrib_quantized_concat"}
 
 
 def _refused(op: OpDef, ex: Example) -> bool:

@@ -128,7 +128,8 @@ def test_bad_inputs_raise():
 
 @pytest.mark.parametrize("name", ["_contrib_quantize", "_contrib_quantize_v2",
                                   "_contrib_dequantize", "_contrib_requantize",
-                                  "_contrib_quantized_flatten", "_contrib_quantized_act"])
+                                  "_contrib_quantized_flatten", "_contrib_quantized_act",
+                                  "_contrib_quantized_concat"])
 def test_not_differentiable(name):
     assert REGISTRY[name].grad is None
 
@@ -154,3 +155,19 @@ def test_quantized_act_refuses_what_mxnet_refuses():
         mx.nd.contrib.quantized_act(_nd(Q4, "int8"), _nd([-1.0]), _nd([1.0]), act_type="tanh")
     with pytest.raises(NNSymError, match="int8"):
         mx.nd.contrib.quantized_act(_nd(Q4, "uint8"), _nd([-1.0]), _nd([1.0]), act_type="relu")
+
+
+def test_quantized_concat_matches_mxnet():
+    q4 = _nd(Q4, "int8")
+    q, omin, omax = _np(mx.nd.contrib.quantized_concat(
+        q4, q4, _nd([-2.0]), _nd([1.0]), _nd([-3.0]), _nd([0.5]), num_args=2, dim=1))
+    np.testing.assert_array_equal(
+        q, [[[[-67, 3], [40, -2]], [[85, -85], [0, 1]], [[-100, 5], [60, -3]],
+             [[127, -128], [0, 1]]]])
+    assert (omin.tolist(), omax.tolist()) == ([-3.0], [1.0])
+    s = mx.sym.contrib.quantized_concat(num_args=2, name="qc")
+    assert s.list_arguments() == ["qc_arg0", "qc_arg1", "qc_arg0_min", "qc_arg0_max",
+                                  "qc_arg1_min", "qc_arg1_max"]
+    with pytest.raises(NNSymError, match="except along dim"):
+        mx.nd.contrib.quantized_concat(q4, _nd(np.zeros((2, 2, 2, 2)), "int8"), _nd([-1.0]),
+                                       _nd([1.0]), _nd([-1.0]), _nd([1.0]), num_args=2)

@@ -43,3 +43,6 @@ show("requantize (pip build, not followed)",
 show("quantized_flatten", nd.contrib.quantized_flatten(Q4, nd.array([-2.0]), nd.array([1.0])))
 show("quantized_act", nd.contrib.quantized_act(Q4, nd.array([-2.0]), nd.array([1.0]),
                                                act_type="relu"))
+show("quantized_concat", nd.contrib.quantized_concat(
+    Q4, Q4, nd.array([-2.0]), nd.array([1.0]), nd.array([-3.0]), nd.array([0.5]), num_args=2,
+    dim=1))
