@@ -131,7 +131,18 @@ def test_bad_inputs_raise():
                                   "_contrib_quantized_flatten", "_contrib_quantized_act",
                                   "_contrib_quantized_concat"])
 def test_not_differentiable(name):
-    assert REGISTRY[name].grad is None
+    assert not REGISTRY[name].differentiable
+
+
+def test_backward_through_quantization_gives_zero_gradients_as_mxnet():
+    d = mx.sym.var("data")
+    q = mx.sym.contrib.quantize_v2(d, min_calib_range=-1.0, max_calib_range=1.0)
+    out = mx.sym.contrib.dequantize(q[0], q[1], q[2])
+    exe = out.simple_bind(mx.cpu(), data=(2, 3))
+    exe.forward(is_train=True, data=mx.nd.ones((2, 3)))
+    exe.backward(mx.nd.ones((2, 3)))
+    np.testing.assert_array_equal(exe.grad_dict["data"].asnumpy(), np.zeros((2, 3)))
+    assert REGISTRY["_contrib_quantized_act"].grad is None  # MXNet registers no FGradient
 
 
 Q4 = np.array([[[[-100, 5], [60, -3]], [[127, -128], [0, 1]]]], np.int8)

@@ -10,6 +10,7 @@ from nnsym.errors import NoKernelError
 from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, merge_shape, register
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ops.common.grad import no_gradient
 from nnsym.types import shape_str
 
 MAX_ARGS = 1024
@@ -118,6 +119,7 @@ QUANTIZED_CONCAT = register(
         infer_type=quantized_concat_type,
         reference=quantized_concat_reference,
         kernels={DENSE: Kernel(quantized_concat_lowering)},
+        grad=no_gradient,
         differentiable=False,
         doc="Joins int8 inputs along dim, each rescaled to the common range [min(0, mins), "
         "max(0, maxs)] (rounded to nearest even).",

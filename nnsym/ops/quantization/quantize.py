@@ -15,6 +15,7 @@ from nnsym.errors import NoKernelError
 from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, merge_shape, register
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ops.common.grad import no_gradient
 
 F32 = np.float32
 QLIMITS = {"int8": (-128, 127), "uint8": (0, 255)}
@@ -135,6 +136,7 @@ QUANTIZE = register(
         infer_type=quantize_type,
         reference=quantize_reference,
         kernels={DENSE: Kernel(quantize_lowering)},
+        grad=no_gradient,
         differentiable=False,
         doc="Quantizes float32 data to int8 (x * 127 / MaxAbs(range), rounded, clamped) or "
         "uint8 (x * 255 / MaxAbs(range), negatives to 0).",
@@ -234,6 +236,7 @@ QUANTIZE_V2 = register(
         infer_type=quantize_v2_type,
         reference=quantize_v2_reference,
         kernels={DENSE: Kernel(quantize_v2_lowering)},
+        grad=no_gradient,
         differentiable=False,
         doc="Quantizes float32 data to int8/uint8 with a calibrated range, or the data's own "
         "min and max when none is given.",
@@ -304,6 +307,7 @@ DEQUANTIZE = register(
         infer_type=dequantize_type,
         reference=dequantize_reference,
         kernels={DENSE: Kernel(dequantize_lowering)},
+        grad=no_gradient,
         differentiable=False,
         doc="Dequantizes int8 (q * MaxAbs(range) / 127.5) or uint8 (q * MaxAbs(range) / 255.5) "
         "data to float32, as MXNet 1.9.1's oneDNN build does.",
@@ -382,6 +386,7 @@ REQUANTIZE = register(
         infer_type=requantize_type,
         reference=requantize_reference,
         kernels={DENSE: Kernel(requantize_lowering)},
+        grad=no_gradient,
         differentiable=False,
         doc="Requantizes int32 data (range MaxAbs(min_range, max_range) over 2^31) to int8 over "
         "the calibrated range, or the data's own range when none is given.",

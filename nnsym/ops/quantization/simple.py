@@ -11,6 +11,7 @@ from nnsym.errors import NoKernelError
 from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, merge_shape, register
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
+from nnsym.ops.common.grad import no_gradient
 from nnsym.ops.quantization.quantize import _range_type_check
 
 RANGE_INPUTS = ("data", "min_data", "max_data")
@@ -77,6 +78,7 @@ QUANTIZED_FLATTEN = register(
         infer_type=lambda p, ins, outs: _typed(ins, FLATTEN_DTYPES, "quantized_flatten"),
         reference=quantized_flatten_reference,
         kernels={DENSE: Kernel(lambda call: _copy_lowering(call, FLATTEN_DTYPES, False))},
+        grad=no_gradient,
         differentiable=False,
         doc="Flattens quantized data to (N, rest); the range passes through.",
         examples=(
