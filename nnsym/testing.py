@@ -51,14 +51,14 @@ def make_inputs(op: OpDef, ex: Example, seed: int = 0) -> list[np.ndarray]:
     for i, shape in enumerate(ex.shapes):
         if i in ex.ints:
             lo, hi = ex.ints[i]
-            a = rng.integers(lo, hi, size=shape).astype(ex.dtype)
+            a = rng.integers(lo, hi, size=shape).astype(ex.input_dtype(i))
         else:
             a = rng.uniform(ex.low, ex.high, size=shape)
             if i in ex.prep:
                 a = prep_input(ex.prep[i], a)
-            if np.issubdtype(np.dtype(ex.dtype), np.integer):
+            if np.issubdtype(np.dtype(ex.input_dtype(i)), np.integer):
                 a = np.round(a)
-            a = a.astype(ex.dtype)
+            a = a.astype(ex.input_dtype(i))
         out.append(a)
     return out
 
@@ -118,7 +118,7 @@ def registry_kernel_specs(reqs: Sequence[str] = ("write", "add")) -> list[Any]:
         for ex in op.examples:
             try:
                 params, _ = op.parse_params(ex.params)
-                dts = [np.dtype(ex.dtype)] * len(ex.shapes)
+                dts = [np.dtype(ex.input_dtype(i)) for i in range(len(ex.shapes))]
                 out_s, out_t = infer_one(op, params, ex.shapes, dts, "warm")
                 for req in reqs:
                     call = KernelCall(params, tuple(ex.shapes), tuple(dts), tuple(out_s),

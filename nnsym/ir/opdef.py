@@ -87,6 +87,11 @@ class Example:
     high: float = 2.0
     ints: Mapping[int, tuple[int, int]] = field(default_factory=dict)
     prep: Mapping[int, str] = field(default_factory=dict)
+    # Per-input dtypes where inputs differ (quantized data with float32 ranges); None: ``dtype``.
+    in_dtypes: tuple[str, ...] | None = None
+
+    def input_dtype(self, i: int) -> str:
+        return self.in_dtypes[i] if self.in_dtypes is not None else self.dtype
 
     def __post_init__(self) -> None:
         bad = set(self.prep.values()) - set(PREPS)

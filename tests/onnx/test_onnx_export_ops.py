@@ -92,6 +92,10 @@ UNMAPPED |= {
     "mp_lamb_update_phase2", "mp_nag_mom_update", "mp_sgd_mom_update", "mp_sgd_update",
     "nag_mom_update", "rmsprop_update", "rmspropalex_update", "sgd_mom_update", "sgd_update",
     "signsgd_update", "signum_update"}
+# MXNet's quantization operators: their scales and rounding differ from ONNX's QuantizeLinear.
+UNMAPPED |= {"_contrib_dequantize", "_contrib_quantize", "_contrib_quantize_v2",
+             "_contrib_requantize", "_contrib_quantized_act", "_contrib_quantized_flatten",
+             "_contrib_quantized_concat"}
 
 
 def _refused(op: OpDef, ex: Example) -> bool:

@@ -305,9 +305,9 @@ def _is_family_op(op: Any) -> bool:
     for ex in op.examples:
         try:
             params, _ = op.parse_params(ex.params)
-            dts = [np.dtype(ex.dtype)] * len(ex.shapes)
+            dts = [np.dtype(ex.input_dtype(i)) for i in range(len(ex.shapes))]
             out_s, out_t = infer_one(op, params, ex.shapes, dts, "probe")
-            ins = [(tuple(s), ex.dtype) for s in ex.shapes]
+            ins = [(tuple(s), ex.input_dtype(i)) for i, s in enumerate(ex.shapes)]
             outs = [(tuple(s), np.dtype(t).name) for s, t in zip(out_s, out_t)]
             low = _lower(op, params, ins, outs, "write")
             if low is not None and any(_family_launches(low, ins, outs)):
@@ -341,25 +341,29 @@ def all_variants() -> tuple[Variant, ...]:
         op = REGISTRY[name]
         if not op.examples or not _is_family_op(op):
             continue
-        combos: list[tuple[Any, tuple[tuple[int, ...], ...]]] = []
+        combos: list[tuple[Any, tuple[tuple[int, ...], ...], tuple[str, ...] | None]] = []
         if op.num_inputs(op.parse_params(op.examples[0].params)[0]) == 2:
             # first, so a variant's recorded launch is a large one where possible
-            combos += [(op.examples[0].params, pair) for pair in BINARY_SHAPES]
-        combos += [(ex.params, tuple(tuple(s) for s in ex.shapes)) for ex in op.examples]
-        for raw, shapes in combos:
+            combos += [(op.examples[0].params, pair, None) for pair in BINARY_SHAPES]
+        combos += [(ex.params, tuple(tuple(s) for s in ex.shapes), ex.in_dtypes)
+                   for ex in op.examples]
+        for raw, shapes, in_dtypes in combos:
             try:
                 params, _ = op.parse_params(raw)
                 grad = _grad_nodes(op, params, len(shapes)) if op.grad is not None else None
             except (NNSymError, *_SKIP):
                 continue
             tag = _tag(params)
-            for dt in DTYPES:
+            # an example with per-input dtypes (quantized data with float32 ranges) runs as given
+            sweeps = ([(in_dtypes[0], list(in_dtypes))] if in_dtypes
+                      else [(dt, [dt] * len(shapes)) for dt in DTYPES])
+            for dt, in_dts in sweeps:
                 try:
-                    out_s, out_t = infer_one(op, params, shapes, [np.dtype(dt)] * len(shapes),
+                    out_s, out_t = infer_one(op, params, shapes, [np.dtype(t) for t in in_dts],
                                              "fwd")
                 except (NNSymError, *_SKIP):
                     continue
-                ins = [(s, dt) for s in shapes]
+                ins = [(s, t) for s, t in zip(shapes, in_dts)]
                 outs = [(tuple(s), np.dtype(t).name) for s, t in zip(out_s, out_t)]
                 back: list[Any] = []
                 if grad is not None:

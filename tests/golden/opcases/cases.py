@@ -34,6 +34,7 @@ def cases() -> list[dict]:
             out.append({
                 "id": f"{name}-{k}", "op": name, "params": dict(strs),
                 "inputs": names, "shapes": [list(s) for s in ex.shapes], "dtype": ex.dtype,
+                **({"in_dtypes": list(ex.in_dtypes)} if ex.in_dtypes else {}),
                 "low": ex.low, "high": ex.high,
                 "ints": {str(i): list(r) for i, r in ex.ints.items()},
                 "prep": {str(i): k for i, k in ex.prep.items()},

@@ -35,16 +35,17 @@ def inputs(case):
     rng = np.random.default_rng(zlib.crc32(case["id"].encode()))
     out = []
     for i, shape in enumerate(case["shapes"]):
+        dt = case["in_dtypes"][i] if case.get("in_dtypes") else case["dtype"]
         if str(i) in case["ints"]:
             lo, hi = case["ints"][str(i)]
-            a = rng.integers(lo, hi, size=shape).astype(case["dtype"])
+            a = rng.integers(lo, hi, size=shape).astype(dt)
         else:
             a = rng.uniform(case["low"], case["high"], size=shape)
             if str(i) in case.get("prep", {}):
                 a = prep(case["prep"][str(i)], a)
-            if np.issubdtype(np.dtype(case["dtype"]), np.integer):
+            if np.issubdtype(np.dtype(dt), np.integer):
                 a = np.round(a)
-            a = a.astype(case["dtype"])
+            a = a.astype(dt)
         out.append(a)
     return out
 
