@@ -32,6 +32,8 @@ from pathlib import Path
 
 import pytest
 
+from nnsym.ir import opdef
+
 ROOT = Path(__file__).parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 RUN_LANGS = {"python", "sh", "bash"}
@@ -150,8 +152,16 @@ def test_doc_block_runs(
         cmd, env["NNSYM_CUDA"] = [sys.executable, "-c", code], "emulate"
     elif block.lang == "python":
         ns = {"__name__": f"docs_{Path(block.doc).stem}_{block.index}"}
-        for b in [*block.prefix, block]:
-            exec(compile(b.code, f"{b.doc}:{b.line} (block {b.index})", "exec"), ns)
+        # A block may register an example operator (adding-an-op.md): the registry is put back
+        # afterwards, so later tests in this process see only nnsym's operators.
+        saved = dict(opdef._REGISTRY), dict(opdef._ALIASES)
+        try:
+            for b in [*block.prefix, block]:
+                exec(compile(b.code, f"{b.doc}:{b.line} (block {b.index})", "exec"), ns)
+        finally:
+            for live, old in zip((opdef._REGISTRY, opdef._ALIASES), saved):
+                live.clear()
+                live.update(old)
         return
     else:
         cmd = ["bash", "-e", "-o", "pipefail", "-c", code]
