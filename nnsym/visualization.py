@@ -522,7 +522,7 @@ def _graphviz() -> Any:
     """The ``graphviz`` package (the ``nnsym[viz]`` extra), or None where it is not installed.
     Imported on the first plot only (about 20 ms measured), never by ``import nnsym``."""
     try:
-        import graphviz  # type: ignore[import-not-found, unused-ignore]  # noqa: PLC0415
+        import graphviz  # type: ignore[import-not-found, import-untyped, unused-ignore]  # noqa: PLC0415
     except ImportError:
         return None
     return graphviz
