@@ -31,7 +31,7 @@ def _check(mode: str, archs: tuple[str, ...] = cg.ARCHS) -> None:
     assert compiled == {v.name for v in cg.unique_specs(vs)}
     assert {r.arch for r in results} == set(archs)
     fresh = [r for r in results if not r.cached]
-    print(f"nvcc --{mode}: {len(compiled)} kernels x {len(cg.ARCHS)} archs in "
+    print(f"nvcc --{mode}: {len(compiled)} kernels x {len(archs)} archs in "
           f"{len(results)} units, {len(fresh)} compiled ({sum(r.seconds for r in fresh):.1f} s "
           f"of nvcc), {wall:.1f} s wall")
 
