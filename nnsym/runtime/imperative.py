@@ -184,6 +184,20 @@ def get_call(op: OpDef, raw_params: tuple[tuple[str, Any], ...],
     return call
 
 
+def _run(call: CompiledCall, ins: list[np.ndarray], req: str,
+         outputs: Sequence[np.ndarray] | None) -> list[np.ndarray]:
+    """Run a compiled call into ``outputs`` (fresh arrays where None); every output returned."""
+    if outputs is None:
+        outs = [np.empty(s, t) for s, t in zip(call.out_shapes, call.out_dtypes)]
+    else:
+        outs = list(outputs)
+    views = call.lowered.views if call.lowered is not None else {}
+    for oi, ii in views.items():
+        outs[oi] = ins[ii].reshape(call.out_shapes[oi])
+    call.run(ins, [o for i, o in enumerate(outs) if i not in views] if views else outs, req)
+    return outs
+
+
 def run_parsed(op: OpDef, params: Any, inputs: Sequence[np.ndarray],
                outputs: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
     """:func:`run_op` with parsed (hashable) parameters, for operators whose parameters a pass
@@ -196,10 +210,7 @@ def run_parsed(op: OpDef, params: Any, inputs: Sequence[np.ndarray],
         call = compile_call(op, params, shapes, dtypes, "write")
         with _LOCK:
             _CACHE[key] = call
-    outs = list(outputs) if outputs is not None else \
-        [np.empty(s, t) for s, t in zip(call.out_shapes, call.out_dtypes)]
-    call.run(ins, outs, "write")
-    return outs
+    return _run(call, ins, "write", outputs)
 
 
 def run_op(op: OpDef, params: dict[str, Any], inputs: Sequence[np.ndarray],
@@ -209,15 +220,7 @@ def run_op(op: OpDef, params: dict[str, Any], inputs: Sequence[np.ndarray],
     ins = [np.ascontiguousarray(a) for a in inputs]
     call = get_call(op, _freeze(params), tuple(a.shape for a in ins),
                     tuple(a.dtype for a in ins), req)
-    if outputs is None:
-        outs = [np.empty(s, t) for s, t in zip(call.out_shapes, call.out_dtypes)]
-    else:
-        outs = list(outputs)
-    views = call.lowered.views if call.lowered is not None else {}
-    for oi, ii in views.items():
-        outs[oi] = ins[ii].reshape(call.out_shapes[oi])
-    call.run(ins, [o for i, o in enumerate(outs) if i not in views] if views else outs, req)
-    return outs
+    return _run(call, ins, req, outputs)
 
 
 def _freeze(params: dict[str, Any]) -> tuple[tuple[str, Any], ...]:

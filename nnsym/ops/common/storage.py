@@ -7,7 +7,7 @@ dtype, else numpy), and the generic kernels the storage-type rules name by refer
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -160,15 +160,24 @@ def map_values(env: Env, call: StorageCall, ins: Sequence[Storage]) -> list[Any]
     a = ins[0]
     assert isinstance(a, (Csr, Rsp))
     vals = a.data.reshape(-1)
+    return [values_of_pattern(a, call, lambda out: env.dense(call.op, call.raw, [vals], out=out))]
+
+
+def values_of_pattern(a: Csr | Rsp, call: StorageCall,
+                      compute: Callable[[np.ndarray | None], list[np.ndarray]]) -> Csr | Rsp:
+    """A result with ``a``'s pattern (index arrays shared) and the values ``compute(out)``
+    gives, one per stored value of ``a``: written into the target's values where it has the
+    decided type, size and dtype (``out`` is then that buffer, flat), else into a fresh array
+    (``out`` None); nothing is computed for an empty pattern."""
+    n = a.data.size
     t = call.target(0)
     if (isinstance(t, type(a)) and t.data.shape == a.data.shape and t.data.flags.writeable
-            and t.data.flags.c_contiguous):
-        if vals.size:
-            env.dense(call.op, call.raw, [vals], out=t.data.reshape(-1))
-        return [with_data(a, t.data)]
-    mapped = env.dense(call.op, call.raw, [vals])[0] if vals.size else \
-        np.zeros(0, call.out_dtypes[0])
-    return [with_data(a, mapped.reshape(a.data.shape))]
+            and t.data.flags.c_contiguous and t.data.dtype == call.out_dtypes[0]):
+        if n:
+            compute(t.data.reshape(-1))
+        return with_data(a, t.data)
+    res = compute(None)[0] if n else np.zeros(0, call.out_dtypes[0])
+    return with_data(a, res.reshape(a.data.shape))
 
 
 def dense_result(env: Env, call: StorageCall, ins: Sequence[Storage]) -> list[Any]:

@@ -23,7 +23,7 @@ from nnsym.errors import StorageTypeError
 from nnsym.ir.opdef import DENSE, Kernel, OpDef
 from nnsym.ir.spec import PAR_MIN, KernelCall, KernelSpec, Launch, Lowered, comptype, size
 from nnsym.ir.storage import Csr, Env, Rsp, Storage, StorageCall
-from nnsym.ops.common.storage import with_data
+from nnsym.ops.common.storage import values_of_pattern
 
 TEMPLATE = "elemwise/fused.c.j2"
 TEMPLATES = (TEMPLATE,)
@@ -188,15 +188,8 @@ def fused_values(env: Env, call: StorageCall, ins: Sequence[Storage]) -> list[An
             + ", ".join(f"{type(x).__name__} with values {getattr(x, 'data', x).shape}"
                         for x in ins))
     vals = [np.asarray(x.data).reshape(-1) for x in ins]
-    t = call.target(0)
-    if (isinstance(t, type(a)) and t.data.shape == a.data.shape and t.data.flags.writeable
-            and t.data.flags.c_contiguous and t.data.dtype == call.out_dtypes[0]):
-        if vals[0].size:
-            env.dense_parsed(call.op, call.params, vals, out=t.data.reshape(-1))
-        return [with_data(a, t.data)]
-    res = env.dense_parsed(call.op, call.params, vals)[0] if vals[0].size else \
-        np.zeros(0, call.out_dtypes[0])
-    return [with_data(a, res.reshape(a.data.shape))]
+    return [values_of_pattern(
+        a, call, lambda out: env.dense_parsed(call.op, call.params, vals, out=out))]
 
 
 @functools.cache
