@@ -208,11 +208,29 @@ def _str_dict(v: Any, nid: int, field: str) -> dict[str, str]:
     return dict(v)
 
 
+def _nested_deeper(value: Any, limit: int) -> bool:
+    """Whether lists/objects in ``value`` nest more than ``limit`` levels (iterative)."""
+    stack = [(value, 0)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (list, dict)):
+            if d >= limit:
+                return True
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return False
+
+
 def _file_version(attrs: Any) -> int:
     if attrs is None:
         return 800  # no version: MXNet assumes 0.8.0
     if not isinstance(attrs, dict):
         raise _err("expected an object", field="attrs")
+    for k, a in attrs.items():
+        # nnvm writes graph attributes as [type, value] pairs; refuse deep nesting here too,
+        # for the parser's own limit follows the interpreter's recursion limit, which other
+        # code in the process may have raised
+        if _nested_deeper(a, 8):
+            raise _err(f"graph attribute {k!r} is nested too deeply", field="attrs")
     v = attrs.get("mxnet_version")
     if v is None:
         return 800

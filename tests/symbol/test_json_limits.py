@@ -5,6 +5,7 @@ creates no more variables than it could describe, and deep nesting is a GraphFor
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -126,9 +127,18 @@ def _with_nodes(inputs_value: str) -> str:
         + "[" * 5000 + "]" * 5000 + '}}], "heads": [[0, 0, 0]]}',
     ],
 )
-def test_deep_nesting_is_graph_format_error(text):
-    with pytest.raises(GraphFormatError):
-        mx.sym.load_json(text)
+@pytest.mark.parametrize("recursion_limit", [None, 2**14])
+def test_deep_nesting_is_graph_format_error(text, recursion_limit):
+    # 2**14: what mypy (and other tools run in-process) leave behind; the loader must not
+    # depend on the parser's recursion guard to refuse deep nesting
+    old = sys.getrecursionlimit()
+    if recursion_limit is not None:
+        sys.setrecursionlimit(recursion_limit)
+    try:
+        with pytest.raises(GraphFormatError):
+            mx.sym.load_json(text)
+    finally:
+        sys.setrecursionlimit(old)
 
 
 def test_nesting_just_below_parser_limit_is_graph_format_error():
