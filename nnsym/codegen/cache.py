@@ -22,6 +22,7 @@ build and by :func:`check`); ``failed/`` (sources the compiler rejected) keeps a
 from __future__ import annotations
 
 import atexit
+import contextlib
 import errno
 import hashlib
 import json
@@ -30,12 +31,17 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nnsym.errors import NNSymError, warn
+
+try:
+    import fcntl
+except ImportError:  # Windows: builds run unlocked (see _key_lock)
+    fcntl = None  # type: ignore[assignment]
 
 FORMAT = "v1"
 # A build directory is abandoned when its process is gone and it is older than STALE_DEAD_SECONDS
@@ -43,6 +49,9 @@ FORMAT = "v1"
 # when it is older than STALE_SECONDS (no build takes that long).
 STALE_DEAD_SECONDS = 60.0
 STALE_SECONDS = 3600.0
+# Processes sharing a cache build one key once: the others wait on the key's lock file
+# (``.lock-<key>``) for at most this long, then build it themselves.
+BUILD_WAIT_SECONDS = 900.0
 FAILED_KEEP = 50  # newest sources kept in failed/
 FAILED_MAX_AGE = 7 * 86400.0
 # Errors that say "this directory cannot hold the cache" (rather than "this build failed").
@@ -207,11 +216,49 @@ def build_cached(key: str, build: Callable[[Path], None], root: Path | None = No
 
 def _build_in(key: str, build: Callable[[Path], None], root: Path) -> Path:
     final = entry_dir(key, root)
-    if final.is_dir():
-        if verify(final, key):
-            return final
-        _move_aside(final)
+    if final.is_dir() and verify(final, key):
+        return final
     final.parent.mkdir(parents=True, exist_ok=True)
+    with _key_lock(final.parent / f".lock-{key}"):
+        # another process (an xdist worker, a second training script) may have built it
+        # while this one waited
+        if final.is_dir():
+            if verify(final, key):
+                return final
+            _move_aside(final)
+        return _build_locked(key, build, final)
+
+
+@contextlib.contextmanager
+def _key_lock(path: Path) -> Iterator[None]:
+    """Hold ``path``'s exclusive ``flock`` (waiting at most ``BUILD_WAIT_SECONDS``); without
+    ``fcntl`` (Windows), or when the lock file cannot be opened, run unlocked: a duplicate
+    build is harmless, as entries are renamed into place atomically."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        fd = -1
+    if fd < 0 or fcntl is None:
+        yield
+        return
+    try:
+        deadline = time.monotonic() + BUILD_WAIT_SECONDS
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    break  # the holder seems stuck: build anyway
+                time.sleep(0.02)
+            except OSError:
+                break  # a file system without locks
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _build_locked(key: str, build: Callable[[Path], None], final: Path) -> Path:
     prune_temp(final.parent)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:8]}-{os.getpid()}-", dir=final.parent))
     try:
@@ -371,6 +418,9 @@ def check(root: Path | None = None) -> CheckReport:
                         drop(p, "stale build directory")
                 elif p.name.startswith(".bad-"):
                     drop(p, "leftover of a corrupted entry")
+                elif p.name.startswith(".lock-"):
+                    if _age(p, now) > STALE_SECONDS:
+                        drop(p, "old build lock file")
                 elif p.is_dir():
                     why = entry_problem(p)
                     if why is None and p.name[:2] != shard.name:

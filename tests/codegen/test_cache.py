@@ -55,6 +55,9 @@ def test_three_processes_racing_on_an_empty_cache(tmp_path):
         assert p.returncode == 0, err
         results.append(json.loads(out.strip().splitlines()[-1]))
     assert all(r["ok"] for r in results)
+    # each key is built once: the others wait on its lock file and then load that build
+    compiles = [r["stats"]["compiles"] for r in results]
+    assert sum(compiles) == max(compiles) >= 1, compiles
     leftovers = [p for p in (tmp_path / cache.FORMAT).rglob(".tmp-*")]
     assert leftovers == []
     assert run(tmp_path)["stats"]["compiles"] == 0

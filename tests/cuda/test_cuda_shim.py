@@ -1,8 +1,10 @@
 """The CUDA kernels run on the CPU through the host shim, compared bit for bit with the C kernels.
 
-Every distinct kernel spec of the three families runs once, on random inputs with special values
-(0, -0, +-inf, NaN, halves), through a 3 x 32 grid (so every grid-stride loop wraps), and its
-output bytes are compared with the C kernel's on the same inputs:
+Every distinct kernel spec of the three families (the default run: a subset holding every
+expression and every dtype/req/mode combination; ``-m slow``: all of them) runs once, on
+random inputs with special values (0, -0, +-inf, NaN, halves), through a 3 x 32 grid (so every
+grid-stride loop wraps), and its output bytes are compared with the C kernel's on the same
+inputs:
 
 * the C kernels run through the existing path (``nnsym.codegen.compiler.functions``: -O3, no FMA
   contraction, glibc's libmvec for the functions ``compiler.vector_math()`` lists);
@@ -40,12 +42,26 @@ pytestmark = pytest.mark.skipif(
     shim.cxx() is None or compiler.compiler() is None, reason="needs gcc and g++")
 
 
+LARGE_LAUNCH = "nnk_contrib_quadratic_float32_add"  # test_one_kernel_large_launch's kernel
+
+
+def _all_variants() -> list[cg.Variant]:
+    return cg.unique_specs(v for v in cg.all_variants() if v.family in cg.ELEMWISE)
+
+
+def _cover(vs: list[cg.Variant]) -> list[cg.Variant]:
+    """The default run's subset (about a tenth; ``cg.covering``): every expression, and every
+    dtype/req/mode/broadcast-form combination, once; the ``slow`` run checks every variant."""
+    return cg.covering(vs, always=[LARGE_LAUNCH])
+
+
 class Builds:
     """Everything compiled once per module: the shim (two libraries, built in parallel), the C
     kernels through nnsym's compiler, the scalar-libm C build of the libmvec-affected ones."""
 
-    def __init__(self) -> None:
-        self.variants = cg.unique_specs(v for v in cg.all_variants() if v.family in cg.ELEMWISE)
+    def __init__(self, variants: list[cg.Variant], every: bool) -> None:
+        self.variants = variants
+        self.every = every
         vm = compiler.vector_math()
         self.affected = [v for v in self.variants if calls_any(v.expr, vm)]
         self.affected_names = {v.name for v in self.affected}
@@ -72,9 +88,10 @@ class Builds:
         run_c(getattr(self.scalar_lib, v.spec.name), self.scalar_ffi, arrays, ia, v.fa)
 
 
-@pytest.fixture(scope="module")
-def builds() -> Builds:
-    return Builds()
+@pytest.fixture(scope="module", params=["cover", pytest.param("every", marks=pytest.mark.slow)])
+def builds(request) -> Builds:
+    every = _all_variants()
+    return Builds(every if request.param == "every" else _cover(every), request.param == "every")
 
 
 def _outputs(b: Builds, v: cg.Variant, ref: str) -> tuple[np.ndarray, np.ndarray]:
@@ -89,9 +106,17 @@ def _outputs(b: Builds, v: cg.Variant, ref: str) -> tuple[np.ndarray, np.ndarray
 
 
 def test_every_variant_is_covered(builds):
-    assert len(builds.variants) > 2000
+    every = _all_variants()
+    assert len(every) > 2000
     assert {v.family for v in builds.variants} == {"unary", "binary", "backward"}
     assert len(builds.lib_of) == len(builds.variants)
+    if builds.every:
+        assert len(builds.variants) == len(every)
+    else:  # every expression and every dtype/req/mode combination is in the subset
+        assert ({(v.family, str(v.mode), v.expr) for v in builds.variants}
+                == {(v.family, str(v.mode), v.expr) for v in every})
+        assert ({(v.family, v.in_dtype, v.out_dtype, v.req) for v in builds.variants}
+                == {(v.family, v.in_dtype, v.out_dtype, v.req) for v in every})
 
 
 def test_bitwise_equal_to_the_c_kernels(builds):
@@ -105,14 +130,15 @@ def test_bitwise_equal_to_the_c_kernels(builds):
         checked += 1
         if not same_bits(mine, theirs):
             bad.append(f"{v.name} ({v.expr}): {int((mine != theirs).sum())} elements differ")
-    assert checked > 1800
+    assert checked == len(builds.variants) - len(builds.affected)
+    assert checked > (1800 if builds.every else 200)
     assert not bad, "\n".join(bad[:20])
 
 
 def test_libm_variants_bitwise_equal_to_scalar_libm_c(builds):
     """Expressions calling exp/log/tanh/pow...: bitwise equal to the C kernels with scalar libm
     (the functions the shim calls)."""
-    assert len(builds.affected) > 300
+    assert len(builds.affected) > (300 if builds.every else 30)
     bad = []
     for v in builds.affected:
         mine, theirs = _outputs(builds, v, "scalar")
@@ -236,7 +262,7 @@ def test_uniform_and_half_conversions_match_c_and_numpy():
 
 def test_one_kernel_large_launch(builds):
     """A long grid-stride run: n = 100003 elements on 5 x 128 threads."""
-    v = next(v for v in builds.variants if v.name == "nnk_contrib_quadratic_float32_add")
+    v = next(v for v in builds.variants if v.name == LARGE_LAUNCH)
     n = 100_003
     rng = np.random.default_rng(1)
     x = rng.standard_normal(n).astype(np.float32)

@@ -591,6 +591,27 @@ def unique_specs(vs: Iterable[Variant]) -> list[Variant]:
     return out
 
 
+def covering(vs: Iterable[Variant], always: Iterable[str] = ()) -> list[Variant]:
+    """A deterministic subset of the distinct kernels of ``vs`` for quick checks (about a sixth
+    of them): every (family, template, expression) once, and every (family, template, input
+    and output dtype, req, binary mode, broadcast form, algorithm) once; plus the variants
+    named in ``always``."""
+    keep = set(always)
+    keys: set[tuple[str, ...]] = set()
+    exprs: set[tuple[str, ...]] = set()
+    out = []
+    for v in sorted(unique_specs(vs), key=lambda v: v.name):
+        tpl = v.spec.template
+        k = (v.family, tpl, v.in_dtype, v.out_dtype, v.req, str(v.mode),
+             str(v.ctx.get("inner")), str(v.ctx.get("algo")))
+        e = (v.family, tpl, str(v.mode), v.expr)
+        if k not in keys or e not in exprs or v.name in keep:
+            keys.add(k)
+            exprs.add(e)
+            out.append(v)
+    return out
+
+
 def nvcc_check(vs: Sequence[Variant], archs: Sequence[str] = ARCHS, mode: str = "ptx",
                chunk: int = 128, jobs: int | None = None,
                cache_dir: Path | None = None) -> list[CheckResult]:
