@@ -8,11 +8,13 @@ primitive's own (blocked) layout with reorders from and to NCHW in every call ("
 and the blocked primitive alone ("blocked"), which is what a network kept in the blocked
 layout throughout would pay. nnsym runs its lowerings' kernels on prebound pointers.
 
-Usage: ``python benchmarks/bench_conv_onednn.py --onednn PREFIX [--samples N]`` where PREFIX
-holds ``include/oneapi/dnnl/dnnl.h`` and ``lib/libdnnl.so`` (a venv with ``onednn`` and
+Usage: ``python benchmarks/bench_conv_onednn.py --onednn PREFIX [--quick] [--only NAME]``
+where PREFIX holds ``include/oneapi/dnnl/dnnl.h`` and ``lib/libdnnl.so`` (a venv with ``onednn`` and
 ``onednn-devel``, or the unpacked ``onednn-cpu-gomp`` wheels). Threads: ``NNSYM_NUM_THREADS``
 for nnsym and OpenBLAS, ``OMP_NUM_THREADS`` for an OpenMP oneDNN; a TBB oneDNN follows the
-process's CPU affinity (run under ``taskset -c 0`` for one thread).
+process's CPU affinity (run under ``taskset -c 0`` for one thread). The ``onednn`` 2026.1 wheel
+is a SYCL build: its CPU engine needs ``LD_LIBRARY_PATH=VENV/lib`` (libdnnl.so has no RUNPATH)
+and ``OCL_ICD_FILENAMES=VENV/lib/libintelocl.so``.
 """
 
 from __future__ import annotations
@@ -149,8 +151,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--onednn", type=Path, required=True)
     ap.add_argument("--samples", type=int, default=9)
-    ap.add_argument("--only", default="")
+    ap.add_argument("--quick", action="store_true", help="3 samples")
+    ap.add_argument("--only", default="", help="layers whose name contains this")
     a = ap.parse_args()
+    if a.quick:
+        a.samples = 3
     h = load_helper(a.onednn)
     print("#", environment(), "nnsym threads", compiler.get_num_threads(),
           "OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS"), "load", os.getloadavg())
