@@ -125,6 +125,8 @@ GEOMETRIES = [
     (3, 2, 3, 1, (4, 3, 5), 2, 2, 0, 1),
     (2, 6, 3, 3, (4, 4), 3, 1, 1, 1),  # three groups, one filter each (not depthwise)
     (2, 2, 4, 2, (3, 3), 1, 1, 0, 1),  # K = 1: one column-matrix row per group
+    (2, 3, 4, 1, (2, 2), 5, 1, 2, 1),  # kernel columns that see only padding
+    (2, 5, 4, 1, (1, 7), 3, 1, 1, 1),  # one input row: kernel rows in the padding
 ]
 
 
