@@ -71,6 +71,11 @@ def node_error(
     return cls(text)
 
 
+class ValueShapedError(ShapeError):
+    """A graph to bind holds an operator whose output shapes depend on its input values
+    (``OpDef.value_shaped``): shapes cannot be planned before the values exist."""
+
+
 class CompositionError(NNSymError, ValueError):
     """A symbol composed with inputs it cannot take (unknown names, multi-output arguments...)."""
 

@@ -517,6 +517,11 @@ def invoke(op: OpDef | str, inputs: Sequence[NDArray], params: dict[str, Any],
         op = get_op(op)
     if op.python is not None:
         return _invoke_python(op, inputs, params, out)
+    if op.value_shaped:
+        if any(isinstance(a, NDArray) and a._ctx.device_type == "gpu" for a in inputs):
+            raise NoCudaKernelError(f"operator {op.name}: its output shapes depend on its input "
+                                    "values; it runs on the cpu only (as_in_context(mx.cpu()))")
+        return _sparse().invoke(op, inputs, params, out)
     if any(isinstance(a, NDArray) and a._ctx.device_type == "gpu" for a in inputs):
         return invoke_gpu(op, inputs, params, out)
     if storage_rules and (any(type(a) is not NDArray for a in inputs) or (
