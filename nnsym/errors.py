@@ -76,6 +76,11 @@ class ValueShapedError(ShapeError):
     (``OpDef.value_shaped``): shapes cannot be planned before the values exist."""
 
 
+class GraphValueError(NNSymError, ValueError):
+    """Input values a DGL graph operator cannot take (vertex ids out of range, a compaction whose
+    edges lead outside the given vertices, more seeds than max_num_vertices)."""
+
+
 class CompositionError(NNSymError, ValueError):
     """A symbol composed with inputs it cannot take (unknown names, multi-output arguments...)."""
 

@@ -11,8 +11,13 @@ import pytest
 
 import nnsym as mx
 from nnsym import nd, sym
-from nnsym.errors import DTypeError, NNSymError, StorageTypeError, ValueShapedError
-from nnsym.ops.dynamic.dgl import GraphValueError
+from nnsym.errors import (
+    DTypeError,
+    GraphValueError,
+    NNSymError,
+    StorageTypeError,
+    ValueShapedError,
+)
 
 FIX = np.load(Path(__file__).resolve().parent / "golden" / "dgl_mxnet.npz")
 I64 = np.int64
@@ -154,6 +159,23 @@ def test_uniform_sampling_is_uniform():
                                                          max_num_vertices=7)
         counts[out[1].indices.asnumpy()] += 1
     np.testing.assert_allclose(counts[1:] / n, 1 / 3, atol=0.07)
+
+
+def test_weighted_sampling_follows_the_weights():
+    """One neighbour of four, weights 1:2:3:4 (zero-weight vertex 5 never drawn)."""
+    d = np.zeros((6, 6), I64)
+    d[0, 1:] = np.arange(1, 6)
+    prob = nd.array(np.array([0, 0.1, 0.2, 0.3, 0.4, 0], np.float32))
+    g, seed = csr(d), ids([0])
+    mx.random.seed(1)
+    counts = np.zeros(6)
+    n = 600
+    for _ in range(n):
+        out = nd.contrib.dgl_csr_neighbor_non_uniform_sample(g, prob, seed, num_neighbor=1,
+                                                             max_num_vertices=6)
+        counts[out[1].indices.asnumpy()] += 1
+    assert counts[5] == 0 and counts.sum() == n
+    np.testing.assert_allclose(counts[1:5] / n, [0.1, 0.2, 0.3, 0.4], atol=0.06)
 
 
 def test_bad_inputs_raise_clear_errors():

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from nnsym.errors import DTypeError, NNSymError, StorageTypeError
+from nnsym.errors import DTypeError, GraphValueError, StorageTypeError
 from nnsym.ir import native
 from nnsym.ir.opdef import Example, OpDef, RuleError, register
 from nnsym.ir.params import Params, field
@@ -25,11 +25,6 @@ from nnsym.types import DispatchMode, SType, shape_str
 Array = np.ndarray
 I64 = np.dtype(np.int64)
 EX = DispatchMode.FCOMPUTE_EX
-
-
-class GraphValueError(NNSymError, ValueError):
-    """Input values a DGL operator cannot take (vertex ids out of range, a compaction whose
-    entries lie outside the given vertices)."""
 
 
 # ---------------------------------------------------------------------------------------------
