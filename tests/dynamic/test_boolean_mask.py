@@ -122,14 +122,18 @@ def test_symbol_inference_leaves_the_output_unknown_as_mxnet():
 
 @pytest.mark.parametrize("bind", ["simple_bind", "downstream"])
 def test_binding_a_graph_with_it_is_refused_naming_the_node(bind):
-    """MXNet 1.9.1 cannot bind it either (its InferShape pass fails: recorded in the golden
-    meta); nnsym says which node and why."""
+    """MXNet 1.9.1's simple_bind fails in its InferShape pass; its bind runs the first forward
+    and keeps that output shape when the mask changes (both recorded in the golden meta): a
+    documented deviation. nnsym refuses at bind, saying which node and why."""
     assert "InferShape" in META["_simple_bind"]
+    assert META["_bind"] == {"first": [2, 3], "after_new_mask": [2, 3]}
     s = sym.contrib.boolean_mask(sym.var("data"), sym.var("index"), name="bm")
     if bind == "downstream":
         s = sym.sum(s * 2)
     with pytest.raises(ValueShapedError, match=r"node 'bm' \(_contrib_boolean_mask\).*depend"):
         s.simple_bind(mx.cpu(), data=(4, 3), index=(4,))
+    with pytest.raises(ValueShapedError, match=r"node 'bm'"):
+        s.bind(mx.cpu(), {"data": nd.ones((4, 3)), "index": nd.array([0, 1, 0, 1])})
 
 
 def test_bad_inputs_raise_clear_errors():

@@ -56,6 +56,12 @@ def main(out_dir: Path) -> None:
     except (mx.MXNetError, RuntimeError) as e:
         lines = [ln for ln in str(e).splitlines() if "MXNetError" in ln]
         meta["_simple_bind"] = lines[-1][:120] if lines else "error"
+    # bind with concrete arrays runs (its first forward sizes the output); a new mask keeps
+    # that first shape
+    ex = s.bind(mx.cpu(), {"data": mx.nd.ones((4, 3)), "index": mx.nd.array([0, 1, 0, 1])})
+    first = ex.forward()[0].shape
+    ex.arg_dict["index"][:] = mx.nd.array([1, 1, 1, 0])
+    meta["_bind"] = {"first": list(first), "after_new_mask": list(ex.forward()[0].shape)}
     np.savez_compressed(out_dir / "boolean_mask_mxnet.npz", **arrays)
     (out_dir / "boolean_mask_mxnet.json").write_text(json.dumps(meta, indent=1) + "\n")
 
