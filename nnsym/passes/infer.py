@@ -231,7 +231,6 @@ def require_static_shapes(g: Graph) -> Graph:
         if node.op is not None and node.op.value_shaped:
             raise node_error(
                 ValueShapedError, node.name, node.op.name,
-                "its output shapes depend on the values of its inputs, so a bound graph cannot "
-                "plan them (MXNet 1.9.1 cannot bind it either); call it imperatively "
-                "(nd.contrib.*) on concrete arrays instead")
+                "its outputs' sizes depend on the values of its inputs, so a bound graph cannot "
+                "plan them; call it imperatively (nd.contrib.*) on concrete arrays instead")
     return g

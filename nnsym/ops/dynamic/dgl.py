@@ -2,7 +2,7 @@
 neighbour vertex): neighbour sampling (uniform and weighted), induced subgraphs and compaction
 of sampled graphs. Their csr outputs hold as many entries as the values give, they take csr
 graphs only and have no dense kernel, so they are value-shaped: host storage kernels that ``nd``
-calls run (MXNet 1.9.1 cannot bind them either)."""
+calls run (MXNet 1.9.1 cannot bind them either: its storage-type inference refuses them)."""
 
 from __future__ import annotations
 
