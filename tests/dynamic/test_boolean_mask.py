@@ -165,3 +165,30 @@ def test_the_flag_not_the_name_decides():
     plain = REGISTRY["relu"]
     g = Graph((Entry(Node(plain, "r", plain.parse_params({})[0], (Entry(variable("x")),))),))
     assert require_static_shapes(g) is not None
+
+
+def test_gpu_arrays_run_on_the_host_and_come_back():
+    """On the emulated device: the mask runs on the host (its kernel is host only), the result
+    returns to the inputs' gpu; the gradient operator runs its CUDA twin."""
+    from nnsym.codegen import compiler
+    from nnsym.cuda import runtime
+    from nnsym.devtools.cuda import shim
+    from nnsym.ndarray.gpu import GPUNDArray
+
+    if shim.cxx() is None or compiler.compiler() is None:
+        pytest.skip("needs gcc and g++")
+    old = runtime._BACKEND
+    runtime.use_backend("emulate")
+    try:
+        g = mx.gpu(0)
+        x = np.arange(12, dtype=np.float32).reshape(4, 3)
+        index = np.array([1, 0, 0, 1], np.float32)
+        y = nd.contrib.boolean_mask(nd.array(x, ctx=g), nd.array(index, ctx=g))
+        assert isinstance(y, GPUNDArray) and y.context == g
+        np.testing.assert_array_equal(y.asnumpy(), x[[0, 3]])
+        head = np.ones((2, 3), np.float32)
+        d_data, _ = BACKWARD(nd.array(head, ctx=g), nd.array(x, ctx=g), nd.array(index, ctx=g))
+        assert isinstance(d_data, GPUNDArray)
+        np.testing.assert_array_equal(d_data.asnumpy(), x * 0 + index[:, None])
+    finally:
+        runtime._BACKEND = old
