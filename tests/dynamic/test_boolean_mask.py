@@ -82,6 +82,17 @@ def test_gradient_operator_accumulates_with_add():
     np.testing.assert_array_equal(prev_i, np.full(4, 7))
 
 
+@pytest.mark.parametrize("idx_dtype", ["float16", "bool", "uint8", "int8", "int32", "int64",
+                                       "float64"])
+@pytest.mark.parametrize("dtype", ["float16", "int8"])
+def test_every_index_and_data_dtype(dtype, idx_dtype):
+    x = np.arange(10).astype(dtype).reshape(5, 2)
+    index = np.array([1, 0, 1, 0, 1]).astype(idx_dtype)
+    got = nd.contrib.boolean_mask(as_nd(x), as_nd(index)).asnumpy()
+    assert got.dtype == x.dtype
+    np.testing.assert_array_equal(got, x[index != 0])
+
+
 def test_empty_and_full_masks_and_sparse_data():
     x = np.arange(12, dtype=np.float32).reshape(4, 3)
     none = nd.contrib.boolean_mask(nd.array(x), nd.zeros(4))

@@ -59,15 +59,15 @@ def boolean_mask_reference(p: BooleanMaskParams, data: Array, index: Array) -> A
 
 
 _CDEF = """
-int64_t nnsym_bmask_count_{S}(const {C} *idx, int64_t n);
-void nnsym_bmask_copy_{S}(const {C} *idx, int64_t n, const uint8_t *data, int64_t row_bytes,
+int64_t nnsym_bmask_count_{S}(const void *index, int64_t n);
+void nnsym_bmask_copy_{S}(const void *index, int64_t n, const uint8_t *data, int64_t row_bytes,
                           uint8_t *out);
 """
 
 
 @functools.cache
 def _library(idx_dtype: str) -> Any:
-    cdef = _CDEF.format(S=idx_dtype, C=CTYPES[idx_dtype][0])
+    cdef = _CDEF.format(S=idx_dtype)
     return native.loader().library("dynamic/boolean_mask.c.j2", cdef, idx_dtype=idx_dtype)
 
 
@@ -80,7 +80,7 @@ def boolean_mask_storage(env: Env, call: StorageCall, ins: Sequence[Storage]) ->
         return [boolean_mask_reference(call.params, data, index)]
     lib = _library(index.dtype.name)
     n = index.shape[0]
-    pi = ld.ptr(index, f"{CTYPES[index.dtype.name][0]} *")
+    pi = ld.ptr(index, "void *")
     k = int(getattr(lib, f"nnsym_bmask_count_{index.dtype.name}")(pi, n))
     out = np.empty((k, *data.shape[1:]), data.dtype)
     row_bytes = data.itemsize * size(data.shape[1:])
