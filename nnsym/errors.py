@@ -71,6 +71,16 @@ def node_error(
     return cls(text)
 
 
+class ValueShapedError(ShapeError):
+    """A graph to bind holds an operator whose output shapes depend on its input values
+    (``OpDef.value_shaped``): shapes cannot be planned before the values exist."""
+
+
+class GraphValueError(NNSymError, ValueError):
+    """Input values a DGL graph operator cannot take (vertex ids out of range, a compaction whose
+    edges lead outside the given vertices, more seeds than max_num_vertices)."""
+
+
 class CompositionError(NNSymError, ValueError):
     """A symbol composed with inputs it cannot take (unknown names, multi-output arguments...)."""
 

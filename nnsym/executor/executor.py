@@ -40,7 +40,7 @@ from nnsym.ops.common.rng import next_seed
 from nnsym.ops.common.stype import Decision, on_fallback
 from nnsym.passes.fuse import fuse_elementwise, fusion_enabled
 from nnsym.passes.gradient import gradient
-from nnsym.passes.infer import infer_shape, infer_type
+from nnsym.passes.infer import infer_shape, infer_type, require_static_shapes
 from nnsym.passes.lower import dense_kernel, lower
 from nnsym.passes.manager import run_passes
 from nnsym.passes.memory import MemoryPlan, entry_readers, plan_memory
@@ -183,7 +183,7 @@ class Executor:
             seeds_s[sidx.row_ptr[nid]] = tuple(arr.shape)
             seeds_t[sidx.row_ptr[nid]] = np.dtype(arr.dtype)
         fg = run_passes(sym.graph(shape=tuple(seeds_s), dtype=tuple(seeds_t)),
-                        [infer_shape, infer_type])
+                        [require_static_shapes, infer_shape, infer_type])
         assert fg.attrs.shape is not None and fg.attrs.dtype is not None
         out_shapes = [fg.attrs.shape[e] for e in sidx.outputs]
         out_dtypes = [fg.attrs.dtype[e] for e in sidx.outputs]

@@ -176,6 +176,11 @@ class OpDef:
     python: PythonCompute | None = None
     # Expose as nnsym.sym.sparse.<name> too.
     sparse: bool = False
+    # Output shapes depend on input values (boolean_mask, DGL sampling): the shape rule leaves
+    # those outputs unknown, the operator runs as the storage kernel of an ``fcompute_ex`` rule
+    # that sizes its outputs itself (``nd`` calls only), and binding a graph that holds it
+    # raises ``ValueShapedError`` (docs/architecture.md, "Value-shaped operators").
+    value_shaped: bool = False
     # Draws from the run's seed (Launch.seed_slot): outputs are samples, so the kernel and the
     # reference agree in distribution, not in values (the table-driven tests compare shapes and
     # dtypes only; the random family's own tests check the statistics).

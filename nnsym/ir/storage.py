@@ -66,7 +66,8 @@ class StorageCall:
     output storage types, the inferred output shapes and dtypes, and ``targets``: per output,
     storage the kernel may write into and return (an out= array's, of the decided storage type,
     shape and dtype), ``None`` where there is none; ``skip`` marks outputs nobody reads (a
-    kernel may return None for them)."""
+    kernel may return None for them). A value-shaped operator's (``OpDef.value_shaped``) output
+    whose shape its input values decide has ``()`` in ``out_shapes``: its kernel sizes it."""
 
     op: Any  # the OpDef (nnsym.ir.opdef imports this module)
     params: Any

@@ -517,6 +517,8 @@ def invoke(op: OpDef | str, inputs: Sequence[NDArray], params: dict[str, Any],
         op = get_op(op)
     if op.python is not None:
         return _invoke_python(op, inputs, params, out)
+    if op.value_shaped:
+        return _invoke_value_shaped(op, inputs, params, out)
     if any(isinstance(a, NDArray) and a._ctx.device_type == "gpu" for a in inputs):
         return invoke_gpu(op, inputs, params, out)
     if storage_rules and (any(type(a) is not NDArray for a in inputs) or (
@@ -599,6 +601,27 @@ def _invoke_python(op: OpDef, inputs: Sequence[NDArray], params: dict[str, Any],
             r.copyto(t)
         return targets
     return results
+
+
+def _invoke_value_shaped(op: OpDef, inputs: Sequence[NDArray], params: dict[str, Any],
+                         out: NDArray | Sequence[NDArray] | None) -> list[NDArray]:
+    """A value-shaped operator (``OpDef.value_shaped``) runs its host storage kernel; gpu
+    inputs are copied to the host and the dense results back to their device."""
+    gpu = next((a._ctx for a in inputs if isinstance(a, NDArray)
+                and a._ctx.device_type == "gpu"), None)
+    if gpu is None:
+        return _sparse().invoke(op, inputs, params, out)
+    host = [a.as_in_context(_CPU) if isinstance(a, GPUNDArray) else a for a in inputs]
+    results = [r.as_in_context(gpu) if r.stype == "default" else r
+               for r in _sparse().invoke(op, host, params, None)]
+    if out is None:
+        return results
+    targets = [out] if isinstance(out, NDArray) else list(out)
+    if len(targets) != len(results):
+        raise ShapeError(f"{op.name}: {len(results)} outputs but {len(targets)} given in out=")
+    for tgt, r in zip(targets, results):
+        r.copyto(tgt)
+    return targets
 
 
 def _sparse_from_dense(op: OpDef, params: dict[str, Any], n_in: int) -> bool:

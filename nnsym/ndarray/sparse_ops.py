@@ -36,7 +36,8 @@ def invoke_sparse(op: OpDef, inputs: Sequence[NDArray], params: dict[str, Any],
         on_fallback(op, params, ins, dec.outs)
     targets = None if out is None else [out] if isinstance(out, NDArray) else list(out)
     usable = [record(t, f"{op.name} out=") for t in targets] if targets is not None and \
-        dec.dispatch == DispatchMode.FCOMPUTE_EX and _fits(targets, dec, out_s, out_t) else []
+        dec.dispatch == DispatchMode.FCOMPUTE_EX and not op.value_shaped and \
+        _fits(targets, dec, out_s, out_t) else []
     recs = [_record_input(op, p, i, a) for i, a in enumerate(inputs)]
     res = dispatch.run(op, p, params, dec, recs, out_s, out_t, usable)
     res = res[:op.num_visible(p)]

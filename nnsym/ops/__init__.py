@@ -20,6 +20,7 @@ from nnsym.ops.conv import (  # noqa: F401
 from nnsym.ops.custom import CUSTOM  # noqa: F401
 from nnsym.ops.detection import box, multibox, proposal  # noqa: F401
 from nnsym.ops.dot import dot, fully_connected, interleaved  # noqa: F401
+from nnsym.ops.dynamic import boolean_mask, dgl  # noqa: F401
 from nnsym.ops.elemwise import broadcast, contrib_unary, elemwise  # noqa: F401
 from nnsym.ops.image import image, image_random, resize2d  # noqa: F401
 from nnsym.ops.linalg import linalg  # noqa: F401

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from nnsym.errors import DTypeError, NNSymError, ShapeError, node_error
+from nnsym.errors import DTypeError, NNSymError, ShapeError, ValueShapedError, node_error
 from nnsym.ir.graph import Graph, Node
 from nnsym.ir.opdef import OpDef, Rule, RuleError, merge_shape, same_dtype
 from nnsym.ir.params import _parse_tuple_text
@@ -221,3 +221,16 @@ def infer_type(g: Graph) -> Graph:
     if g.attrs.shape is not None:
         _check_sizes(g, g.attrs.shape, dtypes)
     return g.with_attrs(dtype=tuple(dtypes))
+
+
+@graph_pass()
+def require_static_shapes(g: Graph) -> Graph:
+    """Refuse a graph with a value-shaped operator (``OpDef.value_shaped``): the plan sizes every
+    buffer before any value exists, so such a node can run only imperatively (``nd``)."""
+    for node in g.index.nodes:
+        if node.op is not None and node.op.value_shaped:
+            raise node_error(
+                ValueShapedError, node.name, node.op.name,
+                "its outputs' sizes depend on the values of its inputs, so a bound graph cannot "
+                "plan them; call it imperatively (nd.contrib.*) on concrete arrays instead")
+    return g

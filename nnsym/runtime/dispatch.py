@@ -54,7 +54,9 @@ def run(op: OpDef, params: Any, raw: Mapping[str, Any], dec: Decision,
         raise NNSymError(f"operator {op.name} is Python code over NDArrays: it runs as a Python "
                          "step (nd call or bound graph), not on raw storage")
     if dec.dispatch == DispatchMode.FCOMPUTE_EX and dec.kernel is not None:
-        call = StorageCall(op, params, raw, dec.outs, tuple(tuple(s) for s in out_shapes),
+        # a value-shaped operator's outputs of undecided shape get () (its kernel sizes them)
+        shapes = tuple(() if s is None or None in s else tuple(s) for s in out_shapes)
+        call = StorageCall(op, params, raw, dec.outs, shapes,
                            tuple(np.dtype(t) for t in out_dtypes), tuple(targets), tuple(skip))
         return list(dec.kernel(ENV, call, ins))
     res = run_op(op, dict(raw), [to_dense(s) for s in ins])

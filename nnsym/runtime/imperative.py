@@ -136,7 +136,9 @@ def infer_one(op: OpDef, params: Any, shapes: Sequence[tuple[int, ...]],
     out_s = [g.attrs.shape[e] for e in eids]
     out_t = [g.attrs.dtype[e] for e in eids]
     for i, (s, t) in enumerate(zip(out_s, out_t)):
-        if s is None or any(d is None for d in s) or t is None:
+        # NOTE: a value-shaped operator's kernel sizes its outputs; only its dtypes must be known
+        undecided = s is None or any(d is None for d in s)
+        if (undecided and not op.value_shaped) or t is None:
             raise node_error(
                 ShapeError, name, op.name,
                 f"cannot decide output {i} (shape {shape_str(s)}, dtype {t})",

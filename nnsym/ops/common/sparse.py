@@ -158,8 +158,10 @@ def _axis(axis: int, ndim: int) -> int:
 
 # ---- structure checks ----
 
-# C templates with no CUDA twin: host-side checks run before data reaches any kernel.
-HOST_ONLY_TEMPLATES = ("common/check_sparse.c.j2",)
+# C templates with no CUDA twin: host-side checks run before data reaches any kernel; the
+# value-shaped operators' kernels (ops/dynamic) count on the host what sizes their outputs.
+HOST_ONLY_TEMPLATES = ("common/check_sparse.c.j2", "dynamic/boolean_mask.c.j2",
+                       "dynamic/dgl_graph.c.j2")
 _CHECK_CDEF = """
 int64_t nse_check_csr(const int64_t *indptr, const int64_t *indices, int64_t rows, int64_t cols,
                       int64_t nnz, int64_t nparts, int64_t *scratch, int64_t *pos);
