@@ -133,6 +133,8 @@ def _workloads() -> list[tuple[str, Callable[[], np.ndarray]]]:
     px = rng.standard_normal((4, 16, 40, 40)).astype(np.float32)
     px[0, 0, :2, :2] = 7.0  # ties: the max gradient goes to the first maximum
     px_cl = np.ascontiguousarray(px.transpose(0, 2, 3, 1))
+    wide = rng.standard_normal((4, 8, 6, 600)).astype(np.float32)
+    wide_cl = rng.standard_normal((2, 12, 12, 300)).astype(np.float32)
 
     def graph(net: Any, data: np.ndarray, **attrs: Any) -> np.ndarray:
         """Forward and backward of a one-input graph (its head gradient fixed)."""
@@ -181,6 +183,12 @@ def _workloads() -> list[tuple[str, Callable[[], np.ndarray]]]:
         ("pool max 3x3 s2", pool(px, kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="max")),
         ("pool avg 2x2", pool(px, kernel=(2, 2), stride=(1, 1), pool_type="avg")),
         ("pool lp2 global", pool(px, kernel=(1, 1), global_pool=True, pool_type="lp", p_value=2)),
+        # rows wider than the forward's 256-output accumulator block (NCHW: OW 600; NHWC: C 300)
+        ("pool max wide rows", pool(wide, kernel=(1, 3), stride=(1, 1), pad=(0, 1),
+                                    pool_type="max")),
+        ("pool avg wide rows", pool(wide, kernel=(2, 3), stride=(1, 2), pool_type="avg")),
+        ("pool max NHWC 300 channels", pool(wide_cl, kernel=(3, 3), stride=(1, 1), pad=(1, 1),
+                                           pool_type="max", layout="NHWC")),
         ("pool max NHWC", pool(px_cl, kernel=(3, 3), stride=(1, 1), pool_type="max",
                                layout="NHWC")),
         ("convolution", conv),
@@ -373,3 +381,33 @@ def test_child_forked_while_a_thread_holds_locks_can_take_them(restore: None) ->
         t.join(30)
     assert os.waitstatus_to_exitcode(status) == 0, report
     assert json.loads(report) == {"ok": True}
+
+
+def _pool_ref(x: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int],
+              pad: tuple[int, int], kind: str) -> np.ndarray:
+    """NCHW max pooling (padding never wins) or avg pooling counting the padding, by windows."""
+    fill = -np.inf if kind == "max" else 0.0
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])),
+                constant_values=fill)
+    win = np.lib.stride_tricks.sliding_window_view(xp, kernel, axis=(2, 3))
+    win = win[:, :, ::stride[0], ::stride[1]]
+    out = win.max(axis=(4, 5)) if kind == "max" else win.mean(axis=(4, 5))
+    return out.astype(x.dtype)
+
+
+@pytest.mark.parametrize("nthreads", [1, 2, 3])
+def test_pooling_blocks_match_numpy(restore: None, nthreads: int) -> None:
+    """Rows wider than the pooling forward's accumulator block (256) give numpy's results."""
+    threads.set_num_threads(nthreads)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 8, 6, 600)).astype(np.float32)
+    for kw in ({"kernel": (1, 3), "stride": (1, 1), "pad": (0, 1), "pool_type": "max"},
+               {"kernel": (2, 3), "stride": (1, 2), "pad": (0, 0), "pool_type": "avg"}):
+        got = nd.Pooling(nd.array(x), **kw).asnumpy()
+        want = _pool_ref(x, kw["kernel"], kw["stride"], kw["pad"], kw["pool_type"])
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=str(kw))
+    xc = rng.standard_normal((2, 12, 12, 300)).astype(np.float32)  # NHWC, 300 channels
+    got = nd.Pooling(nd.array(xc), kernel=(3, 3), stride=(1, 1), pad=(1, 1), pool_type="max",
+                     layout="NHWC").asnumpy()
+    want = _pool_ref(xc.transpose(0, 3, 1, 2), (3, 3), (1, 1), (1, 1), "max")
+    np.testing.assert_array_equal(got, want.transpose(0, 2, 3, 1))

@@ -27,6 +27,7 @@ import functools
 import math
 from typing import Any
 
+import cffi
 import numpy as np
 
 from nnsym.ir import native
@@ -57,6 +58,14 @@ EXT_OPS: dict[str, tuple[int, tuple[str, ...]]] = {
 _EXT_CODE = {name: 4 + i for i, name in enumerate(EXT_OPS)}
 _GROUP_ADAGRAD = 4 + len(EXT_OPS)
 
+# Arrays reach the kernels through cffi's from_buffer (~0.3 us; the loader's ``ptr`` reads
+# ``a.ctypes.data``, ~2 us, four times a call). cffi's C types are process-wide, so these
+# buffers suit the loader's (cffi) libraries. from_buffer needs a C-contiguous array, which
+# every caller here checks first.
+_FFI = cffi.FFI()
+_NULL = _FFI.NULL
+_INDEX_T = "int64_t[]"
+
 _CDEF = """
 void nnsym_spopt_update_{S}(int op, {C} *w, const {C} *g, const int64_t *gidx, {C} *s1,
     {C} *s2, {C} *s3, int64_t rows, int64_t len, int64_t k, int lazy, double lr, double wd,
@@ -67,11 +76,16 @@ void nnsym_spopt_update_{S}(int op, {C} *w, const {C} *g, const int64_t *gidx, {
 
 @functools.cache
 def _kernel(dtype: str) -> tuple[Any, str]:
-    """(the update function of dtype, its value pointer type)."""
+    """(the update function of dtype, its value array type for from_buffer)."""
     ct = ctype(dtype)
     lib = native.loader().library("optim/optim_update.c.j2", _CDEF.format(S=dtype, C=ct),
                                   dtype=dtype)
-    return getattr(lib, f"nnsym_spopt_update_{dtype}"), f"{ct} *"
+    return getattr(lib, f"nnsym_spopt_update_{dtype}"), f"{ct}[]"
+
+
+def _buf(a: np.ndarray, array_type: str) -> Any:
+    """A C-contiguous array as the kernel's pointer argument."""
+    return _FFI.from_buffer(array_type, a)
 
 
 @functools.cache
@@ -101,33 +115,34 @@ def _run(op: int, weight: np.ndarray, grad: np.ndarray, grad_indices: np.ndarray
     for i, s in enumerate(states):
         if s is not None:
             _check_dense(f"state {i}", s, weight, True)
-    rows = int(weight.shape[0]) if weight.ndim else 1
-    length = math.prod(weight.shape[1:]) if weight.ndim else 1
+    shape = weight.shape
+    rows = shape[0] if shape else 1
+    length = math.prod(shape[1:]) if shape else 1
     if grad_indices is None:
         _check_dense("grad", grad, weight, False)
         k = 0
-        gidx = native.loader().NULL
+        gidx = _NULL
     else:
         if weight.ndim == 0:
             raise ValueError("a row_sparse gradient needs a weight with at least one dimension")
         if grad.dtype != weight.dtype or not grad.flags.c_contiguous:
             grad = np.ascontiguousarray(grad, dtype=weight.dtype)
-        grad_indices = np.ascontiguousarray(grad_indices, dtype=np.int64)
-        k = int(grad_indices.shape[0])
-        if grad_indices.ndim != 1 or grad.shape != (k, *weight.shape[1:]):
+        if grad_indices.dtype != np.int64 or not grad_indices.flags.c_contiguous:
+            grad_indices = np.ascontiguousarray(grad_indices, dtype=np.int64)
+        k = grad_indices.shape[0] if grad_indices.ndim == 1 else -1
+        if k < 0 or grad.shape != (k, *shape[1:]):
             raise ValueError(f"row_sparse gradient data {grad.shape} and indices "
-                             f"{grad_indices.shape} do not match weight {weight.shape}")
+                             f"{grad_indices.shape} do not match weight {shape}")
         # strictly increasing (validated upstream): the ends bound every row id
-        if k and (int(grad_indices[0]) < 0 or int(grad_indices[-1]) >= rows):
+        if k and (grad_indices[0] < 0 or grad_indices[-1] >= rows):
             raise ValueError(f"row_sparse gradient row ids outside [0, {rows})")
-        gidx = native.loader().ptr(grad_indices, "int64_t *")
-    fn, pt = _kernel_of(weight.dtype)
-    ld = native.loader()
-    sp = [ld.NULL if a is None else ld.ptr(a, pt) for a in states]
-    sp += [ld.NULL] * (3 - len(states))
-    fn(op, ld.ptr(weight, pt), ld.ptr(grad, pt), gidx, sp[0], sp[1], sp[2], rows, length, k,
-       int(lazy), float(lr), float(wd), float(rescale_grad), float(clip_gradient),
-       float(momentum), float(beta1), float(beta2), float(epsilon), *map(float, extra))
+        gidx = _FFI.from_buffer(_INDEX_T, grad_indices)
+    fn, at = _kernel_of(weight.dtype)
+    s1, s2, s3 = (*(_NULL if a is None else _buf(a, at) for a in states),
+                  _NULL, _NULL, _NULL)[:3]
+    fn(op, _buf(weight, at), _buf(grad, at), gidx, s1, s2, s3, rows, length, k, int(lazy),
+       float(lr), float(wd), float(rescale_grad), float(clip_gradient), float(momentum),
+       float(beta1), float(beta2), float(epsilon), *map(float, extra))
 
 
 def ext_update(op: str, weight: np.ndarray, grad: np.ndarray,
@@ -240,11 +255,10 @@ def group_adagrad_update(weight: np.ndarray, grad: np.ndarray, history: np.ndarr
     rows, length = int(weight.shape[0]), int(weight.shape[1])
     if rows == 0 or length == 0:
         return
-    ld = native.loader()
-    fn, pt = _kernel_of(weight.dtype)
+    fn, at = _kernel_of(weight.dtype)
     if grad_indices is None:
         _check_dense("grad", grad, weight, False)
-        k, gidx = 0, ld.NULL
+        k, gidx = 0, _NULL
     else:
         grad = np.ascontiguousarray(grad, dtype=weight.dtype)
         grad_indices = np.ascontiguousarray(grad_indices, dtype=np.int64)
@@ -254,7 +268,7 @@ def group_adagrad_update(weight: np.ndarray, grad: np.ndarray, history: np.ndarr
                              f"{grad_indices.shape} do not match weight {weight.shape}")
         if k and (int(grad_indices[0]) < 0 or int(grad_indices[-1]) >= rows):
             raise ValueError(f"row_sparse gradient row ids outside [0, {rows})")
-        gidx = ld.ptr(grad_indices, "int64_t *")
-    fn(_GROUP_ADAGRAD, ld.ptr(weight, pt), ld.ptr(grad, pt), gidx, ld.ptr(history, pt), ld.NULL,
-       ld.NULL, rows, length, k, 1, float(lr), 0.0, float(rescale_grad), float(clip_gradient),
-       0.0, 0.0, 0.0, float(epsilon), 0.0, 0.0, 0.0, 0.0)
+        gidx = _FFI.from_buffer(_INDEX_T, grad_indices)
+    fn(_GROUP_ADAGRAD, _buf(weight, at), _buf(grad, at), gidx, _buf(history, at), _NULL, _NULL,
+       rows, length, k, 1, float(lr), 0.0, float(rescale_grad), float(clip_gradient), 0.0, 0.0,
+       0.0, float(epsilon), 0.0, 0.0, 0.0, 0.0)
