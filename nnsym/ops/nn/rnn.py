@@ -171,7 +171,7 @@ def _clip_cell(p: RNNParams, c: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(c), lo if p.lstm_state_clip_nan else np.nan, out)
 
 
-def _unpack(p: RNNParams, w: np.ndarray,
+def unpack_parameters(p: RNNParams, w: np.ndarray,
             input_size: int) -> list[tuple[np.ndarray | None, ...]]:
     """(W_x, W_h, b_x, b_h, W_r or None) per (layer, direction), from the packed vector: all
     weights (per layer and direction W_x, W_h, then W_r with projection), then all biases."""
@@ -208,7 +208,7 @@ def rnn_reference(p: RNNParams, data: np.ndarray, params: np.ndarray, state: np.
     tt = x.shape[0]
     lens = _lengths(p, tt, x.shape[1], rest[-1] if p.use_sequence_length else None)
     h_, r_ = p.state_size, p.proj
-    mats = _unpack(p, params.astype(np.float64), x.shape[2])
+    mats = unpack_parameters(p, params.astype(np.float64), x.shape[2])
     hy = np.zeros(state.shape)
     cy = np.zeros(state_cell.shape) if state_cell is not None else None
     for layer in range(p.num_layers):
