@@ -332,3 +332,279 @@ def _rnn(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
         x.add("Concat", hys, outs[1:2], axis=0)
     if len(outs) > 2:
         x.add("Concat", cys, outs[2:3], axis=0)
+
+
+# --- operators whose output depends on the input's shape only: a constant ----------------------
+@_reg("_contrib_arange_like", "_contrib_index_array")
+def _shape_constant(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    assert node.op is not None and node.op.reference is not None
+    zeros = np.zeros(_in_shape(x, node), _in_dtype(x, node))
+    out = node.op.reference(node.params, zeros)
+    value = np.asarray(out[0] if isinstance(out, tuple) else out)
+    x.add("Identity", [x.const(value, x.out_dtype(node), hint=f"{node.name}_value")], outs[:1])
+
+
+# --- normalization and pooling variants ---------------------------------------------------------
+@_reg("BatchNorm_v1", "_contrib_SyncBatchNorm", "_contrib_BatchNormWithReLU")
+def _batch_norm_like(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    p = node.params
+    if len(outs) > 1:
+        raise _fail(node, "output_mean_var (batch statistics are a training output)")
+    shape = _in_shape(x, node)
+    axis = getattr(p, "axis", 1) % len(shape)
+    gamma = ins[1]
+    if p.fix_gamma:
+        gamma = x.const(np.ones(shape[axis]), _in_dtype(x, node, 1), hint=f"{node.name}_gamma1")
+    perm = [0, axis] + [i for i in range(1, len(shape)) if i != axis]
+    data = x.add1("Transpose", ins[:1], perm=perm) if axis != 1 else ins[0]
+    y = x.add1("BatchNormalization", [data, gamma, *ins[2:5]], epsilon=float(p.eps),
+               momentum=float(p.momentum))
+    if node.op_name == "_contrib_BatchNormWithReLU":
+        y = x.add1("Relu", [y])
+    if axis != 1:
+        x.add("Transpose", [y], outs[:1], perm=[int(i) for i in np.argsort(perm)])
+    else:
+        x.add("Identity", [y], outs[:1])
+
+
+CONVERTERS["_contrib_SparseEmbedding"] = CONVERTERS["Embedding"]
+
+
+# --- densities ------------------------------------------------------------------------------------
+@_reg("_random_pdf_normal", "_random_pdf_exponential", "_random_pdf_uniform")
+def _pdf(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    dt = _in_dtype(x, node)
+    extra = len(_in_shape(x, node)) - len(_in_shape(x, node, 1))
+    prm = [x.add1("Unsqueeze", [v, _axes(x, list(range(-extra, 0)))]) if extra else v
+           for v in ins[1:]]
+    s = ins[0]
+
+    def c(v: float) -> str:
+        return x.const(v, dt, hint=f"{node.name}_c")
+
+    kind = node.op_name[len("_random_pdf_"):]
+    if kind == "normal":
+        z = x.add1("Div", [x.add1("Sub", [s, prm[0]]), prm[1]])
+        lp = x.add1("Sub", [x.add1("Mul", [c(-0.5), x.add1("Mul", [z, z])]),
+                            x.add1("Add", [x.add1("Log", [prm[1]]), c(0.5 * np.log(2 * np.pi))])])
+    elif kind == "exponential":
+        lp = x.add1("Sub", [x.add1("Log", [prm[0]]), x.add1("Mul", [prm[0], s])])
+    else:
+        inside = x.add1("And", [x.add1("GreaterOrEqual", [s, prm[0]]),
+                                x.add1("LessOrEqual", [s, prm[1]])])
+        width = x.add1("Neg", [x.add1("Log", [x.add1("Sub", [prm[1], prm[0]])])])
+        lp = x.add1("Where", [inside, x.add1("Expand", [width, x.add1("Shape", [s])]),
+                              c(-np.inf)])
+    y = lp if node.params.is_log else x.add1("Exp", [lp])
+    _as_out_shape(x, node, y, outs[0])
+
+
+# --- index arithmetic -----------------------------------------------------------------------------
+def _strides(shape: tuple[int, ...]) -> np.ndarray:
+    return np.array([int(np.prod(shape[k + 1:])) for k in range(len(shape))], np.int64)
+
+
+@_reg("_ravel_multi_index")
+def _ravel(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    dt = _in_dtype(x, node)
+    st = _strides(tuple(node.params.shape))
+    n = _in_shape(x, node)[0]
+    w = x.const(st.reshape(n, *([1] * (len(_in_shape(x, node)) - 1))), dt, hint="strides")
+    y = x.add1("ReduceSum", [x.add1("Mul", [ins[0], w]), _axes(x, [0])], keepdims=0)
+    _as_out_shape(x, node, y, outs[0])
+
+
+@_reg("_unravel_index")
+def _unravel(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    dt = _in_dtype(x, node)
+    shape = tuple(int(v) for v in node.params.shape)
+    col = [len(shape)] + [1] * len(_in_shape(x, node))
+    st = x.const(_strides(shape).reshape(col), np.float64, hint="strides")
+    dims = x.const(np.array(shape).reshape(col), np.float64, hint="dims")
+    v = x.add1("Unsqueeze", [x.cast(ins[0], np.float64), _axes(x, [0])])
+    q = x.add1("Floor", [x.add1("Div", [v, st])])
+    r = x.add1("Sub", [q, x.add1("Mul", [x.add1("Floor", [x.add1("Div", [q, dims])]), dims])])
+    # the first index is not wrapped: MXNet's is the quotient itself
+    first = x.const(np.arange(len(shape)).reshape(col) == 0, np.bool_, hint="first")
+    x.cast(x.add1("Where", [first, q, r]), dt, outs[0])
+
+
+# --- finiteness and sums of squares (MXNet's optimizer helpers) -------------------------------
+def _all_finite_of(x: Exporter, a: str) -> str:
+    """1.0 (float32) when every element is finite: a - a is 0 there, NaN otherwise."""
+    zero = x.const(0.0, np.float32, hint="zero")
+    a32 = x.cast(a, np.float32)
+    ok = x.cast(x.add1("Equal", [x.add1("Sub", [a32, a32]), zero]), np.float32)
+    return _reshape(x, x.add1("ReduceMin", [ok], keepdims=0), [1])
+
+
+@_reg("all_finite", "multi_all_finite")
+def _all_finite(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    oks = [_all_finite_of(x, a) for a in ins]
+    x.add("Min", oks, outs[:1]) if len(oks) > 1 else x.add("Identity", oks, outs[:1])
+
+
+@_reg("multi_sum_sq")
+def _multi_sum_sq(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    sq = [x.add1("Mul", [c, c]) for c in (x.cast(a, np.float32) for a in ins)]
+    sums = [_reshape(x, x.add1("ReduceSum", [v], keepdims=0), [1]) for v in sq]
+    x.add("Concat", sums, outs[:1], axis=0)
+
+
+# --- small contrib operators ----------------------------------------------------------------------
+@_reg("_contrib_allclose")
+def _allclose(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    p = node.params
+    dt = _in_dtype(x, node)
+    ct = np.dtype(np.float32) if dt == np.float16 else dt
+    a, b = (x.cast(v, ct) if ct != dt else v for v in ins[:2])
+    tol = x.add1("Add", [x.const(np.float32(p.atol).astype(ct), ct, hint="atol"),
+                         x.add1("Mul", [x.const(np.float32(p.rtol).astype(ct), ct, hint="rtol"),
+                                        x.add1("Abs", [b])])])
+    close = x.add1("Or", [x.add1("Equal", [a, b]),
+                          x.add1("LessOrEqual", [x.add1("Abs", [x.add1("Sub", [a, b])]), tol])])
+    if ct.kind == "f":
+        na, nb = x.add1("IsNaN", [a]), x.add1("IsNaN", [b])
+        nan = x.add1("Or", [na, nb])
+        close = x.add1("And", [x.add1("Not", [nan]), close])
+        if p.equal_nan:
+            close = x.add1("Or", [close, x.add1("And", [na, nb])])
+    ok = x.add1("ReduceMin", [x.cast(close, np.int32)], keepdims=0)
+    _as_out_shape(x, node, x.cast(ok, x.out_dtype(node)), outs[0])
+
+
+@_reg("fill_element_0index")
+def _fill_element_0index(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    n = _in_shape(x, node)[0]
+    idx = _reshape(x, x.cast(ins[2], np.int64), [n, 1])
+    x.add("ScatterElements", [ins[0], idx, _reshape(x, ins[1], [n, 1])], outs, axis=1)
+
+
+@_reg("_contrib_getnnz")
+def _getnnz(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    nz = x.cast(x.add1("Not", [x.add1("Equal", [ins[0], _scalar(x, node, 0)])]), np.int64)
+    axis = node.params.axis
+    args = [nz] if axis is None else [nz, _axes(x, [int(axis)])]
+    _as_out_shape(x, node, x.add1("ReduceSum", args, keepdims=0), outs[0])
+
+
+@_reg("_contrib_index_copy")
+def _index_copy(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    k = _in_shape(x, node, 1)[0]
+    idx = _reshape(x, x.cast(ins[1], np.int64), [k, 1])
+    x.add("ScatterND", [ins[0], idx, ins[2]], outs)
+
+
+@_reg("_contrib_edge_id")
+def _edge_id(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    rows, cols = _in_shape(x, node)
+    u, v = x.cast(ins[1], np.int64), x.cast(ins[2], np.int64)
+
+    def inside(i: str, n: int) -> str:
+        return x.add1("And", [x.add1("GreaterOrEqual", [i, x.const(0)]),
+                              x.add1("Less", [i, x.const(n)])])
+
+    ok = x.add1("And", [inside(u, rows), inside(v, cols)])
+    uc = x.add1("Clip", [u, x.const(0), x.const(rows - 1)])
+    vc = x.add1("Clip", [v, x.const(0), x.const(cols - 1)])
+    pos = x.add1("Concat", [x.add1("Unsqueeze", [uc, _axes(x, [1])]),
+                            x.add1("Unsqueeze", [vc, _axes(x, [1])])], axis=1)
+    val = x.add1("GatherND", [ins[0], pos])
+    ok = x.add1("And", [ok, x.add1("Not", [x.add1("Equal", [val, _scalar(x, node, 0)])])])
+    x.add("Where", [ok, val, _scalar(x, node, -1)], outs)
+
+
+@_reg("_contrib_count_sketch")
+def _count_sketch(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    shape = _in_shape(x, node)
+    n_in, dt = shape[-1], _in_dtype(x, node)
+    out_dim = int(node.params.out_dim)
+    h = _reshape(x, x.cast(ins[1], np.int64), [n_in])
+    # a negative bucket adds nowhere (ONNX's OneHot would count it from the end)
+    h = x.add1("Where", [x.add1("Less", [h, x.const(0)]), x.const(out_dim), h])
+    onehot = x.add1("OneHot", [h, x.const([out_dim]), x.const([0, 1], np.float32, hint="onoff")],
+                    axis=-1)
+    m = x.add1("Mul", [x.cast(onehot, dt), _reshape(x, x.cast(ins[2], dt), [n_in, 1])])
+    flat = _reshape(x, ins[0], [-1, n_in])
+    _as_out_shape(x, node, x.add1("MatMul", [flat, m]), outs[0])
+
+
+@_reg("_image_crop")
+def _image_crop(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    p = node.params
+    n = len(_in_shape(x, node))
+    x.add("Slice", [ins[0], x.const([p.y, p.x]), x.const([p.y + p.height, p.x + p.width]),
+                    _axes(x, [n - 3, n - 2])], outs)
+
+
+# --- interleaved attention matmuls ------------------------------------------------------------
+def _heads_split(x: Exporter, a: str, parts: int, heads: int, shape: tuple[int, ...]) -> str:
+    """(L, B, parts*H*D) -> (parts, B, H, L, D)."""
+    n, b, f = shape
+    r = _reshape(x, a, [n, b, heads, parts, f // parts // heads])
+    return x.add1("Transpose", [r], perm=[3, 1, 2, 0, 4])
+
+
+def _part(x: Exporter, t: str, k: int) -> str:
+    return x.add1("Gather", [t, x.const(k, np.int64, hint="part")], axis=0)
+
+
+@_reg("_contrib_interleaved_matmul_selfatt_qk", "_contrib_interleaved_matmul_encdec_qk")
+def _interleaved_qk(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    heads = int(node.params.heads)
+    if node.op_name.endswith("selfatt_qk"):
+        t = _heads_split(x, ins[0], 3, heads, _in_shape(x, node))
+        q, k = _part(x, t, 0), _part(x, t, 1)
+        d = _in_shape(x, node)[2] // 3 // heads
+    else:
+        q = _part(x, _heads_split(x, ins[0], 1, heads, _in_shape(x, node)), 0)
+        k = _part(x, _heads_split(x, ins[1], 2, heads, _in_shape(x, node, 1)), 0)
+        d = _in_shape(x, node)[2] // heads
+    kt = x.add1("Transpose", [k], perm=[0, 1, 3, 2])
+    s = x.add1("Div", [x.add1("MatMul", [q, kt]), _scalar(x, node, float(np.sqrt(d)))])
+    _as_out_shape(x, node, s, outs[0])
+
+
+@_reg("_contrib_interleaved_matmul_selfatt_valatt", "_contrib_interleaved_matmul_encdec_valatt")
+def _interleaved_valatt(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    heads = int(node.params.heads)
+    shape = _in_shape(x, node)
+    if node.op_name.endswith("selfatt_valatt"):
+        v = _part(x, _heads_split(x, ins[0], 3, heads, shape), 2)
+    else:
+        v = _part(x, _heads_split(x, ins[0], 2, heads, shape), 1)
+    att = _in_shape(x, node, 1)
+    a = _reshape(x, ins[1], [shape[1], heads, att[1], att[2]])
+    y = x.add1("Transpose", [x.add1("MatMul", [a, v])], perm=[2, 0, 1, 3])
+    _as_out_shape(x, node, y, outs[0])
+
+
+# --- separable linear resampling: matrices read off the reference -----------------------------
+@_reg("_contrib_AdaptiveAvgPooling2D", "_contrib_BilinearResize2D")
+def _separable(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    """out = R_h @ data @ R_w^T over the last two axes; column i of R_h is the reference's
+    response to row i set to 1 (exact for operators whose weights sum to 1 along each axis)."""
+    assert node.op is not None and node.op.reference is not None
+    ref = node.op.reference
+    h, w = _in_shape(x, node)[-2:]
+    oh, ow = x.out_shape(node)[-2:]
+    extra = [np.zeros(_in_shape(x, node, k)) for k in range(1, len(ins))]
+    rh, rw = np.zeros((oh, h)), np.zeros((ow, w))
+    for i in range(h):
+        e = np.zeros((1, 1, h, w))
+        e[0, 0, i, :] = 1
+        rh[:, i] = np.asarray(ref(node.params, e, *extra)).reshape(oh, ow)[:, 0]
+    for j in range(w):
+        e = np.zeros((1, 1, h, w))
+        e[0, 0, :, j] = 1
+        rw[:, j] = np.asarray(ref(node.params, e, *extra)).reshape(oh, ow)[0, :]
+    # two 2-D products with constant right operands (W then H, a transpose between)
+    dt = _in_dtype(x, node)
+    lead = int(np.prod(_in_shape(x, node)[:-2]))
+    y = x.add1("MatMul", [_reshape(x, ins[0], [lead * h, w]),
+                          x.const(rw.T, dt, hint=f"{node.name}_cols")])
+    y = x.add1("Transpose", [_reshape(x, y, [lead, h, ow])], perm=[0, 2, 1])
+    y = x.add1("MatMul", [_reshape(x, y, [lead * ow, h]),
+                          x.const(rh.T, dt, hint=f"{node.name}_rows")])
+    y = x.add1("Transpose", [_reshape(x, y, [lead, ow, oh])], perm=[0, 2, 1])
+    _as_out_shape(x, node, y, outs[0])
