@@ -335,7 +335,7 @@ def _rnn(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
 
 
 # --- operators whose output depends on the input's shape only: a constant ----------------------
-@_reg("_contrib_arange_like", "_contrib_index_array")
+@_reg("_contrib_arange_like", "_contrib_index_array", "_contrib_MultiBoxPrior")
 def _shape_constant(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
     assert node.op is not None and node.op.reference is not None
     zeros = np.zeros(_in_shape(x, node), _in_dtype(x, node))
@@ -608,3 +608,87 @@ def _separable(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None
                           x.const(rh.T, dt, hint=f"{node.name}_rows")])
     y = x.add1("Transpose", [_reshape(x, y, [lead, ow, oh])], perm=[0, 2, 1])
     _as_out_shape(x, node, y, outs[0])
+
+
+# --- boxes ----------------------------------------------------------------------------------------
+def _coord(x: Exporter, boxes: str, k: int) -> str:
+    """Component k of (..., 4) boxes, keeping the axis."""
+    return x.add1("Gather", [boxes, x.const([k], np.int64, hint="k")], axis=-1)
+
+
+@_reg("_contrib_box_iou")
+def _box_iou(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    center = node.params.format == "center"
+    dt = _in_dtype(x, node)
+    zero, one = x.const(0, dt, hint="zero"), x.const(1, dt, hint="one")
+    a = _reshape(x, ins[0], [-1, 1, 4])
+    b = _reshape(x, ins[1], [1, -1, 4])
+
+    def span(box: str, k: int) -> tuple[str, str]:
+        lo, hi = _coord(x, box, k), _coord(x, box, k + 2)
+        if not center:
+            return lo, hi
+        half = x.add1("Div", [hi, x.const(2, dt, hint="two")])
+        return x.add1("Sub", [lo, half]), x.add1("Add", [lo, half])
+
+    def overlap(k: int) -> str:
+        (a0, a1), (b0, b1) = span(a, k), span(b, k)
+        w = x.add1("Sub", [x.add1("Min", [a1, b1]), x.add1("Max", [a0, b0])])
+        return x.add1("Where", [x.add1("Greater", [w, zero]), w, zero])
+
+    def area(box: str) -> str:
+        w, h = _coord(x, box, 2), _coord(x, box, 3)
+        if not center:
+            w, h = x.add1("Sub", [w, _coord(x, box, 0)]), x.add1("Sub", [h, _coord(x, box, 1)])
+        neg = x.add1("Or", [x.add1("Less", [w, zero]), x.add1("Less", [h, zero])])
+        return x.add1("Where", [neg, zero, x.add1("Mul", [w, h])])
+
+    i = x.add1("Mul", [overlap(0), overlap(1)])
+    u = x.add1("Sub", [x.add1("Add", [area(a), area(b)]), i])
+    pos = x.add1("Greater", [i, zero])
+    iou = x.add1("Where", [pos, x.add1("Div", [i, x.add1("Where", [pos, u, one])]), zero])
+    _as_out_shape(x, node, iou, outs[0])
+
+
+@_reg("_contrib_box_decode")
+def _box_decode(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    p = node.params
+    dt = _in_dtype(x, node)
+    d, a = ins[0], ins[1]
+
+    def c(v: float) -> str:
+        return x.const(v, dt, hint="c")
+
+    if p.format == "corner":
+        aw = x.add1("Sub", [_coord(x, a, 2), _coord(x, a, 0)])
+        ah = x.add1("Sub", [_coord(x, a, 3), _coord(x, a, 1)])
+        ax = x.add1("Add", [_coord(x, a, 0), x.add1("Div", [aw, c(2)])])
+        ay = x.add1("Add", [_coord(x, a, 1), x.add1("Div", [ah, c(2)])])
+    else:
+        ax, ay, aw, ah = (_coord(x, a, k) for k in range(4))
+    ox = x.add1("Add", [x.add1("Mul", [x.add1("Mul", [_coord(x, d, 0), c(p.std0)]), aw]), ax])
+    oy = x.add1("Add", [x.add1("Mul", [x.add1("Mul", [_coord(x, d, 1), c(p.std1)]), ah]), ay])
+    dw = x.add1("Mul", [_coord(x, d, 2), c(p.std2)])
+    dh = x.add1("Mul", [_coord(x, d, 3), c(p.std3)])
+    if p.clip > 0:
+        dw, dh = x.add1("Min", [dw, c(p.clip)]), x.add1("Min", [dh, c(p.clip)])
+    ow = x.add1("Div", [x.add1("Mul", [x.add1("Exp", [dw]), aw]), c(2)])
+    oh = x.add1("Div", [x.add1("Mul", [x.add1("Exp", [dh]), ah]), c(2)])
+    x.add("Concat", [x.add1("Sub", [ox, ow]), x.add1("Sub", [oy, oh]), x.add1("Add", [ox, ow]),
+                     x.add1("Add", [oy, oh])], outs[:1], axis=-1)
+
+
+# --- FFT (MXNet's interleaved real/imaginary layout) -------------------------------------------
+@_reg("_contrib_fft", "_contrib_ifft")
+def _fft(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    shape = _in_shape(x, node)
+    n = len(shape)
+    if node.op_name == "_contrib_fft":
+        sig = x.add1("Unsqueeze", [ins[0], _axes(x, [n])])
+        z = x.add1("DFT", [sig], axis=n - 1)
+        _reshape(x, z, [*shape[:-1], 2 * shape[-1]], outs[0])
+        return
+    d = shape[-1] // 2
+    z = x.add1("DFT", [_reshape(x, ins[0], [*shape[:-1], d, 2])], axis=n - 1, inverse=1)
+    real = x.add1("Gather", [z, x.const(0, np.int64, hint="re")], axis=-1)
+    x.add("Mul", [real, _scalar(x, node, float(d))], outs[:1])
