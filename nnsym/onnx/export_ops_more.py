@@ -22,6 +22,7 @@ from nnsym.onnx.export_ops import (
     _scalar,
 )
 from nnsym.onnx.exporter import Exporter, tensor_type
+from nnsym.ops.image.image import lighting_consts
 from nnsym.ops.nn.rnn import param_count, unpack_parameters
 
 
@@ -692,3 +693,65 @@ def _fft(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
     z = x.add1("DFT", [_reshape(x, ins[0], [*shape[:-1], d, 2])], axis=n - 1, inverse=1)
     real = x.add1("Gather", [z, x.const(0, np.int64, hint="re")], axis=-1)
     x.add("Mul", [real, _scalar(x, node, float(d))], outs[:1])
+
+
+# --- im2col / col2im: grouped (transposed) convolutions with one-hot kernels ---------------------
+def _one_hot_kernels(c: int, kernel: tuple[int, ...], dt: np.dtype) -> np.ndarray:
+    """(C * K, 1, *kernel): output channel c * K + j picks kernel position j of channel c."""
+    k = int(np.prod(kernel))
+    eye = np.eye(k).reshape(k, 1, *kernel)  # kernel j is one-hot at position j
+    return np.concatenate([eye] * c).astype(dt)
+
+
+def _conv_attrs(p: Any, nd: int) -> dict[str, Any]:
+    pad = [int(v) for v in (p.pad or (0,) * nd)]
+    return {"kernel_shape": [int(v) for v in p.kernel],
+            "strides": [int(v) for v in (p.stride or (1,) * nd)],
+            "dilations": [int(v) for v in (p.dilate or (1,) * nd)], "pads": pad + pad}
+
+
+@_reg("im2col")
+def _im2col(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    p = node.params
+    shape = _in_shape(x, node)
+    c, nd = shape[1], len(p.kernel)
+    w = x.const(_one_hot_kernels(c, tuple(p.kernel), _in_dtype(x, node)), _in_dtype(x, node),
+                hint=f"{node.name}_onehot")
+    y = x.add1("Conv", [ins[0], w], group=c, **_conv_attrs(p, nd))
+    _as_out_shape(x, node, y, outs[0])
+
+
+@_reg("col2im")
+def _col2im(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    p = node.params
+    out = x.out_shape(node)
+    nd = len(p.kernel)
+    attrs = _conv_attrs(p, nd)
+    spatial = []
+    for k in range(nd):
+        span = attrs["dilations"][k] * (attrs["kernel_shape"][k] - 1) + 1
+        spatial.append((out[2 + k] + 2 * attrs["pads"][k] - span) // attrs["strides"][k] + 1)
+    c = out[1]
+    cols = _reshape(x, ins[0], [out[0], c * int(np.prod(p.kernel)), *spatial])
+    w = x.const(_one_hot_kernels(c, tuple(p.kernel), _in_dtype(x, node)), _in_dtype(x, node),
+                hint=f"{node.name}_onehot")
+    # the rows a floor division dropped come back as output padding (less than the stride)
+    extra = [out[2 + k] + 2 * attrs["pads"][k] - (spatial[k] - 1) * attrs["strides"][k]
+             - attrs["dilations"][k] * (attrs["kernel_shape"][k] - 1) - 1 for k in range(nd)]
+    x.add("ConvTranspose", [cols, w], outs[:1], group=c, output_padding=extra, **attrs)
+
+
+@_reg("_image_adjust_lighting")
+def _adjust_lighting(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    dt = _in_dtype(x, node)
+    ct = np.dtype(np.float64) if dt == np.float64 else np.dtype(np.float32)
+    sub = x.const(np.asarray(lighting_consts(_in_shape(x, node), node.params.alpha)), ct,
+                  hint=f"{node.name}_shift")
+    y = x.add1("Sub", [x.cast(ins[0], ct) if dt != ct else ins[0], sub])
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        y = x.add1("Clip", [y, x.const(info.min, ct, hint="lo"), x.const(info.max, ct, hint="hi")])
+    if dt != ct:
+        x.add("Cast", [y], outs[:1], to=tensor_type(dt))
+    else:
+        x.add("Identity", [y], outs[:1])

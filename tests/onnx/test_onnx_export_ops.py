@@ -51,7 +51,7 @@ NOT_YET_MAPPED = {
     "_linalg_inverse", "_linalg_potrf", "_linalg_potri", "_linalg_syevd", "_linalg_trsm",
     "_random_pdf_dirichlet", "_random_pdf_gamma",
     "_random_pdf_generalized_negative_binomial", "_random_pdf_negative_binomial",
-    "_random_pdf_poisson", "col2im", "im2col"}
+    "_random_pdf_poisson"}
 # The detection family (no ONNX converter yet; box_nms could map to NonMaxSuppression).
 NOT_YET_MAPPED |= {"_contrib_box_nms", "_contrib_box_encode",
                    "_contrib_bipartite_matching",
@@ -64,7 +64,7 @@ NOT_YET_MAPPED |= {"_contrib_ROIAlign", "_contrib_RROIAlign", "_contrib_PSROIPoo
                    "_contrib_ModulatedDeformableConvolution"}
 # the image family (nnsym/ops/image)
 NOT_YET_MAPPED |= {
-    "_image_resize", "_image_adjust_lighting", "_image_random_flip_left_right",
+    "_image_resize", "_image_random_flip_left_right",
     "_image_random_flip_top_bottom", "_image_random_brightness", "_image_random_contrast",
     "_image_random_saturation", "_image_random_hue", "_image_random_color_jitter",
     "_image_random_lighting"}
