@@ -22,7 +22,7 @@ from nnsym.onnx.export_ops import (
     _scalar,
 )
 from nnsym.onnx.exporter import Exporter, tensor_type
-from nnsym.ops.image.image import lighting_consts
+from nnsym.ops.image.image import lighting_consts, resize_tables
 from nnsym.ops.nn.rnn import param_count, unpack_parameters
 
 
@@ -599,16 +599,88 @@ def _separable(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None
         e = np.zeros((1, 1, h, w))
         e[0, 0, :, j] = 1
         rw[:, j] = np.asarray(ref(node.params, e, *extra)).reshape(oh, ow)[0, :]
-    # two 2-D products with constant right operands (W then H, a transpose between)
-    dt = _in_dtype(x, node)
     lead = int(np.prod(_in_shape(x, node)[:-2]))
-    y = x.add1("MatMul", [_reshape(x, ins[0], [lead * h, w]),
+    y = _apply_separable(x, node, ins[0], rh, rw, lead, _in_dtype(x, node))
+    _as_out_shape(x, node, y, outs[0])
+
+
+def _apply_separable(x: Exporter, node: Node, data: str, rh: np.ndarray, rw: np.ndarray,
+                     lead: int, dt: np.dtype) -> str:
+    """R_h @ data @ R_w^T on (lead..., H, W) data as two 2-D products with constant right
+    operands (W first, then H, as the kernels sum), a transpose between."""
+    (oh, h), (ow, w) = rh.shape, rw.shape
+    y = x.add1("MatMul", [_reshape(x, data, [lead * h, w]),
                           x.const(rw.T, dt, hint=f"{node.name}_cols")])
     y = x.add1("Transpose", [_reshape(x, y, [lead, h, ow])], perm=[0, 2, 1])
     y = x.add1("MatMul", [_reshape(x, y, [lead * ow, h]),
                           x.const(rh.T, dt, hint=f"{node.name}_rows")])
-    y = x.add1("Transpose", [_reshape(x, y, [lead, ow, oh])], perm=[0, 2, 1])
-    _as_out_shape(x, node, y, outs[0])
+    return x.add1("Transpose", [_reshape(x, y, [lead, ow, oh])], perm=[0, 2, 1])
+
+
+def _tap_matrix(idx: np.ndarray, wts: np.ndarray, n: int) -> np.ndarray:
+    m = np.zeros((idx.shape[0], n))
+    for o in range(idx.shape[0]):
+        for k in range(idx.shape[1]):
+            m[o, idx[o, k]] += wts[o, k]
+    return m
+
+
+@_reg("_image_resize")
+def _image_resize(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    """(N)HWC: the kernel's row and column tap tables as matrices; 8-bit results rounded
+    half to even (ONNX Round, numpy's rint) and clipped."""
+    shape = _in_shape(x, node)
+    nhwc = shape if len(shape) == 4 else (1, *shape)
+    n, h, w, c = nhwc
+    iy, wy, ix, wx = resize_tables(node.params, h, w)
+    dt = _in_dtype(x, node)
+    ct = np.dtype(np.float64) if dt == np.float64 else np.dtype(np.float32)
+    a = x.cast(ins[0], ct) if dt != ct else ins[0]
+    a = x.add1("Transpose", [_reshape(x, a, list(nhwc))], perm=[0, 3, 1, 2])
+    rh, rw = _tap_matrix(iy, wy, h), _tap_matrix(ix, wx, w)
+    y = _apply_separable(x, node, a, rh, rw, n * c, ct)
+    y = x.add1("Transpose", [_reshape(x, y, [n, c, rh.shape[0], rw.shape[0]])],
+               perm=[0, 2, 3, 1])
+    if dt == np.uint8:
+        y = x.add1("Clip", [x.add1("Round", [y]), x.const(0, ct, hint="lo"),
+                            x.const(255, ct, hint="hi")])
+    _as_out_shape(x, node, x.cast(y, dt) if dt != ct else y, outs[0])
+
+
+@_reg("_contrib_box_encode")
+def _box_encode(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
+    samples, matches, anchors, refs, means, stds = ins[:6]
+    b, n = _in_shape(x, node)
+    nref = _in_shape(x, node, 3)[1]
+    if nref == 0:
+        raise _fail(node, "no reference boxes")
+    dt = _in_dtype(x, node)
+    m = x.cast(matches, np.int64)
+    ok = x.add1("And", [x.add1("Greater", [samples, x.const(0.5, dt, hint="half")]),
+                        x.add1("And", [x.add1("GreaterOrEqual", [m, x.const(0)]),
+                                       x.add1("Less", [m, x.const(nref)])])])
+    idx = x.add1("Where", [ok, m, x.const(0)])
+    idx = x.add1("Expand", [x.add1("Unsqueeze", [idx, _axes(x, [2])]), x.const([b, n, 4])])
+    g = x.add1("GatherElements", [refs, idx], axis=1)
+
+    def centre(box: str) -> tuple[str, str, str, str]:
+        w = x.add1("Sub", [_coord(x, box, 2), _coord(x, box, 0)])
+        h = x.add1("Sub", [_coord(x, box, 3), _coord(x, box, 1)])
+        two = x.const(2, dt, hint="two")
+        return (x.add1("Add", [_coord(x, box, 0), x.add1("Div", [w, two])]),
+                x.add1("Add", [_coord(x, box, 1), x.add1("Div", [h, two])]), w, h)
+
+    ax, ay, aw, ah = centre(anchors)
+    gx, gy, gw, gh = centre(g)
+    raw = [x.add1("Div", [x.add1("Sub", [gx, ax]), aw]),
+           x.add1("Div", [x.add1("Sub", [gy, ay]), ah]),
+           x.add1("Log", [x.add1("Div", [gw, aw])]), x.add1("Log", [x.add1("Div", [gh, ah])])]
+    t = [x.add1("Div", [x.add1("Sub", [v, _coord(x, means, k)]), _coord(x, stds, k)])
+         for k, v in enumerate(raw)]
+    okx = x.add1("Expand", [x.add1("Unsqueeze", [ok, _axes(x, [2])]), x.const([b, n, 4])])
+    x.add("Where", [okx, x.add1("Concat", t, axis=-1), x.const(0, dt, hint="zero")], outs[:1])
+    if len(outs) > 1:
+        x.add("Cast", [okx], outs[1:2], to=tensor_type(dt))
 
 
 # --- boxes ----------------------------------------------------------------------------------------
