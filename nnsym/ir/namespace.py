@@ -100,7 +100,9 @@ def populate_namespaces(package: str, make: Any) -> tuple[dict[str, Any], dict[s
         for prefix, sub in _PREFIXED.items():
             if fname.startswith(prefix):
                 short = fname[len(prefix) :]
-                setattr(subs[sub], short, make(op, short))
+                fshort = make(op, short)
+                fshort._op_name = fname  # the registered name (stubs look the operator up)
+                setattr(subs[sub], short, fshort)
         if fname.startswith("_"):
             setattr(subs["_internal"], fname, fn)
         if op.sparse:
