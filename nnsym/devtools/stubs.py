@@ -169,7 +169,10 @@ def result(op: OpDef, fl: Flavor) -> str:
 
 def op_of(fn: Any, fl: Flavor) -> OpDef | None:
     """The operator a generated function calls (None for a hand-written function)."""
-    name = getattr(fn, "__name__", None)
+    # a short sub-namespace name (contrib.box_nms) records the registered one, also under
+    # nd's compiled fast-call wrapper
+    inner = getattr(fn, "__wrapped__", fn)
+    name = getattr(inner, "_op_name", None) or getattr(fn, "__name__", None)
     if getattr(fn, "__module__", None) != fl.package or not isinstance(name, str):
         return None
     return all_names().get(name)

@@ -74,13 +74,19 @@ def op_docstring(op: OpDef, func_name: str) -> str:
     return "\n".join(lines)
 
 
+# MXNet's operator-name prefixes whose operators its sub-namespaces hold under the short name
+# (base._OP_NAME_PREFIX_LIST); ``_random_`` ones live in nnsym.<pkg>.random (hand-written)
+_PREFIXED = {"_contrib_": "contrib", "_linalg_": "linalg", "_image_": "image", "_sparse_": "sparse"}
+
+
 def populate_namespaces(package: str, make: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """One function per registered operator name and alias, made by ``make(op, name)``, and the
-    sub-namespaces MXNet has (``contrib`` without the ``_contrib_`` prefix, ``_internal`` for
-    names starting with ``_``, ``linalg`` without the ``_linalg_`` prefix, ``image`` without
-    ``_image_`` (its own functions, named by the short name as in MXNet), ``sparse`` for
-    operators with sparse implementations) as modules named ``<package>.<sub>``. Returns
-    (functions by name, sub-modules by name)."""
+    sub-namespaces MXNet has (``contrib``, ``linalg``, ``image`` and ``sparse`` hold the
+    ``_contrib_``/``_linalg_``/``_image_``/``_sparse_`` operators under their short names, made
+    by ``make(op, short)`` so that auto-naming uses the short name as MXNet does:
+    ``sym.contrib.box_nms(d)`` is ``box_nms0``; ``_internal`` holds names starting with ``_``;
+    ``sparse`` also holds operators with sparse implementations) as modules named
+    ``<package>.<sub>``. Returns (functions by name, sub-modules by name)."""
     subs = {
         "contrib": types.ModuleType(f"{package}.contrib", "Contributed operators."),
         "_internal": types.ModuleType(f"{package}._internal", "Internal operators."),
@@ -91,13 +97,12 @@ def populate_namespaces(package: str, make: Any) -> tuple[dict[str, Any], dict[s
     made: dict[str, Any] = {}
     for fname, op in sorted(all_names().items()):
         fn = make(op, fname)
-        if fname.startswith("_contrib_"):
-            setattr(subs["contrib"], fname[len("_contrib_") :], fn)
-        if fname.startswith("_linalg_"):
-            setattr(subs["linalg"], fname[len("_linalg_") :], fn)
-        if fname.startswith("_image_"):  # named as MXNet names them: to_tensor0
-            short = fname[len("_image_") :]
-            setattr(subs["image"], short, make(op, short))
+        for prefix, sub in _PREFIXED.items():
+            if fname.startswith(prefix):
+                short = fname[len(prefix) :]
+                fshort = make(op, short)
+                fshort._op_name = fname  # the registered name (stubs look the operator up)
+                setattr(subs[sub], short, fshort)
         if fname.startswith("_"):
             setattr(subs["_internal"], fname, fn)
         if op.sparse:

@@ -893,3 +893,98 @@ def _scatter_nd(m: Importer, ins: list[str], a: dict[str, Any]) -> Symbol:
     r = m.rank(ins[1])
     idx = _op("transpose")(m.sym(ins[1]), axes=(r - 1, *range(r - 1)))
     return _op("scatter_nd")(m.sym(ins[2]), idx, shape=tuple(base.shape), name=_nm(m))
+
+
+@_reg("CumSum")
+def _cumsum(m: Importer, ins: list[str], a: dict[str, Any]) -> Symbol:
+    if int(a.get("exclusive", 0)) or int(a.get("reverse", 0)) or ins[1] not in m.consts:
+        raise m.error("only an inclusive forward CumSum over a constant axis maps to cumsum")
+    axis = int(np.asarray(m.consts[ins[1]]).reshape(-1)[0])
+    return _op("_np_cumsum")(m.sym(ins[0]), axis=axis, name=_nm(m))
+
+
+@_reg("Det")
+def _det(m: Importer, ins: list[str], a: dict[str, Any]) -> Symbol:
+    y = _op("_linalg_det")(m.sym(ins[0]))
+    shape = m.shape(ins[0])[:-2]  # ONNX drops the matrix axes; MXNet keeps (1,) for one matrix
+    return _op("Reshape")(y, shape=shape, name=_nm(m)) if shape else y
+
+
+@_reg("GridSample")
+def _grid_sample(m: Importer, ins: list[str], a: dict[str, Any]) -> Symbol:
+    mode, pad = a.get("mode", "bilinear"), a.get("padding_mode", "zeros")
+    if mode not in ("bilinear", "linear") or pad != "zeros" or not int(a.get("align_corners", 0)):
+        raise m.error("only bilinear, zero-padded, corner-aligned GridSample maps to "
+                      "BilinearSampler")
+    grid = _op("transpose")(m.sym(ins[1]), axes=(0, 3, 1, 2))
+    return _op("BilinearSampler")(m.sym(ins[0]), grid, name=_nm(m))
+
+
+# ONNX recurrent gate blocks as positions of MXNet's (lstm: i o f c <- i f g o; gru: z r h <-
+# r z n); MXNet's block j is ONNX's block ORDER.index(j)
+_RNN_ORDER = {"LSTM": [0, 3, 1, 2], "GRU": [1, 0, 2], "RNN": [0]}
+_RNN_DEFAULT_ACTS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"]}
+
+
+@_reg("LSTM", "GRU", "RNN")
+def _recurrent(m: Importer, ins: list[str], a: dict[str, Any]) -> list[Symbol]:
+    """One ONNX recurrent node as a one-layer RNN: its W, R, B repacked into MXNet's flat
+    parameters (gate blocks reordered), its output back in ONNX's (T, D, N, H) layout."""
+    kind = m.node.op_type
+    d = {"forward": 1, "bidirectional": 2}.get(a.get("direction", "forward"))
+    acts = [str(v.decode() if isinstance(v, bytes) else v) for v in a.get("activations", [])]
+    mode = {"LSTM": "lstm", "GRU": "gru"}.get(kind)
+    if kind == "RNN":
+        act = set(acts or ["Tanh"])
+        mode = {frozenset({"Tanh"}): "rnn_tanh", frozenset({"Relu"}): "rnn_relu"}.get(
+            frozenset(act))
+    elif acts and acts != _RNN_DEFAULT_ACTS[kind] * (len(acts) // len(_RNN_DEFAULT_ACTS[kind])):
+        mode = None
+    gru_reset = kind != "GRU" or int(a.get("linear_before_reset", 0))
+    bad = (d is None or mode is None or "clip" in a or int(a.get("input_forget", 0))
+           or int(a.get("layout", 0)) or not gru_reset or (len(ins) > 7 and ins[7]))
+    if bad:
+        raise m.error("only forward or bidirectional, default activations (Tanh or Relu for "
+                      "RNN), no clip, peepholes or input_forget, layout 0 and (GRU) "
+                      "linear_before_reset=1 map to MXNet's RNN")
+    assert d is not None and mode is not None
+    h = int(a["hidden_size"])
+    t, n, _ = m.shape(ins[0])
+    g = len(_RNN_ORDER[kind])
+    rows = np.concatenate([np.arange(h) + _RNN_ORDER[kind].index(j) * h for j in range(g)])
+    dt = np.float32
+
+    def opt(k: int) -> str | None:
+        return ins[k] if len(ins) > k and ins[k] else None
+
+    def take(name: str, idx: np.ndarray) -> Symbol:
+        return _op("take")(m.sym(name), m.new_param(f"{_nm(m)}_rows", idx.astype(np.int64)),
+                           axis=1)
+
+    def flat(s: Symbol) -> Symbol:
+        return _op("Reshape")(s, shape=(d, -1))
+
+    weights = _op("Concat")(flat(take(ins[1], rows)), flat(take(ins[2], rows)), dim=1)
+    b = opt(3)
+    bias = (flat(take(b, np.concatenate([rows, rows + g * h]))) if b is not None
+            else m.new_param(f"{_nm(m)}_bias", np.zeros((d, 2 * g * h), dt)))
+    params = _op("Concat")(_op("Reshape")(weights, shape=(-1,)),
+                           _op("Reshape")(bias, shape=(-1,)), dim=0)
+
+    def state(k: int, hint: str) -> Symbol:
+        s = opt(k)
+        return m.sym(s) if s is not None else m.new_param(f"{_nm(m)}_{hint}",
+                                                          np.zeros((d, n, h), dt))
+
+    args = [m.sym(ins[0]), params, state(5, "h0")]
+    if kind == "LSTM":
+        args.append(state(6, "c0"))
+    seq = opt(4)
+    if seq is not None:
+        args.append(m.sym(seq))
+    r = _op("RNN")(*args, state_size=h, num_layers=1, bidirectional=d == 2, mode=mode,
+                   state_outputs=True, use_sequence_length=seq is not None,
+                   name=f"{_nm(m)}_rnn")
+    y = _op("transpose")(_op("Reshape")(r[0], shape=(t, n, d, h)), axes=(0, 2, 1, 3),
+                         name=_nm(m))
+    return [y, r[1], *([r[2]] if kind == "LSTM" else [])]

@@ -171,7 +171,7 @@ def test_lstm_state_clip_nan(clip_nan):
 @pytest.mark.parametrize("bad", [dict(lstm_state_clip_min=-1.0),
                                  dict(lstm_state_clip_max=1.0),
                                  dict(lstm_state_clip_min=1.0, lstm_state_clip_max=0.0),
-                                 dict(projection_size=1)])
+                                 dict(projection_size=0)])
 def test_bad_clip_or_projection_raises(bad):
     with pytest.raises(NNSymError, match=r"lstm_state_clip|projection_size"):
         sym.RNN(sym.Variable("x"), sym.Variable("w"), sym.Variable("s"), sym.Variable("c"),

@@ -119,7 +119,7 @@ def test_quadratic_backward_on_sparse_gradients(stype, dg, dx, dtype, seed):
     rng = np.random.default_rng(seed)
     shape = (int(rng.integers(0, 6)), int(rng.integers(1, 5)))
     g, x = _dense(rng, shape, dg, dtype), _dense(rng, shape, dx, dtype)
-    got = nd._backward__contrib_quadratic(as_nd(g).tostype(stype), as_nd(x).tostype(stype),
+    got = nd._contrib_backward_quadratic(as_nd(g).tostype(stype), as_nd(x).tostype(stype),
                                           a=1.5, b=-2.0)
     assert got.stype == stype
     got.check_format()

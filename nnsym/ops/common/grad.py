@@ -80,10 +80,12 @@ def _uses(expr: str, name: str) -> bool:
 
 
 def unary_gradient(name: str, expr: str | Callable[[Any], str], params: type[Params] = NoParams,
-                   fparams: tuple[str, ...] = ()) -> GradFn:
+                   fparams: tuple[str, ...] = (), backward_name: str | None = None) -> GradFn:
     """The gradient of a one-input elementwise operator from its derivative expression (or a
     function of the parameters giving it, e.g. by ``act_type``); registers ``_backward_<name>``
-    unless the expression is ``0`` (no gradient) or ``g`` (the output gradient passes through)."""
+    (or ``backward_name``, where MXNet names it otherwise) unless the expression is ``0`` (no
+    gradient) or ``g`` (the output gradient passes through)."""
+    bname = backward_name or f"_backward_{name}"
     if isinstance(expr, str):
         if expr.strip() == "0":
             return no_gradient
@@ -107,7 +109,7 @@ def unary_gradient(name: str, expr: str | Callable[[Any], str], params: type[Par
         if n == 0:
             return Lowered()
         ux, uy = reads(call.params)
-        refuse_integer_division(f"operator _backward_{name}", (expr_of(call.params),),
+        refuse_integer_division(f"operator {bname}", (expr_of(call.params),),
                                  call.out_dtypes[0])
         spec = KernelSpec.make("common/elemwise_backward.c.j2", expr=expr_of(call.params),
                                fparams=fparams, uses_x=ux, uses_y=uy,
@@ -129,7 +131,7 @@ def unary_gradient(name: str, expr: str | Callable[[Any], str], params: type[Par
         for st in (SType.CSR, SType.ROW_SPARSE) for n in (1, 2, 3)
     )
     op = register(OpDef(
-        name=f"_backward_{name}",
+        name=bname,
         params=params,
         inputs=inputs,
         outputs=("data_grad",),

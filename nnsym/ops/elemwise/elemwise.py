@@ -721,7 +721,7 @@ QUADRATIC = register(
         expr=QUADRATIC_EXPR,
         kernels={DENSE: unary_kernel("_contrib_quadratic", QUADRATIC_EXPR, ("a", "b", "c"))},
         grad=unary_gradient("_contrib_quadratic", QUADRATIC_GRAD, QuadraticParams,
-                            ("a", "b", "c")),
+                            ("a", "b", "c"), backward_name="_contrib_backward_quadratic"),
         reference=quadratic_reference,
         doc="a * x * x + b * x + c, elementwise.",
         examples=(

@@ -1,7 +1,8 @@
 """RNN: MXNet's fused recurrent operator (rnn_relu, rnn_tanh, lstm, gru), multi-layer and
 bidirectional, with its packed parameter vector; per-item sequence lengths and LSTM cell
 clipping with cuDNN's semantics (MXNet's CPU build ignores both), and dropout between layers in
-training (a hidden mask output, drawn from the run seed). LSTM projection is not implemented."""
+training (a hidden mask output, drawn from the run seed), and LSTM projection (LSTMP:
+``projection_size`` P, the hidden state is W_r (o * tanh(c)), of size P)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,9 @@ class RNNParams(Params):
     mode: str = field(choices=tuple(GATES), doc="The cell: rnn_relu, rnn_tanh, lstm or gru.")
     p: float = field(default=0.0, lower=0.0, upper=1.0, doc="Dropout between layers (training).")
     state_outputs: bool = field(default=False, doc="Also output the final states.")
-    projection_size: int | None = field(default=None, doc="LSTM projection (not supported).")
+    projection_size: int | None = field(
+        default=None, lower=1, doc="LSTM: project the hidden state to this size (LSTMP)."
+    )
     lstm_state_clip_min: float | None = field(
         default=None, doc="LSTM: clip the cell state to at least this (with the max)."
     )
@@ -53,8 +56,8 @@ class RNNParams(Params):
     )
 
     def __post_init__(self) -> None:
-        if self.projection_size is not None:
-            raise ValueError("projection_size is not implemented in nnsym")
+        if self.projection_size is not None and self.mode != "lstm":
+            raise ValueError(f"projection_size is for mode='lstm' only, not {self.mode!r}")
         lo, hi = self.lstm_state_clip_min, self.lstm_state_clip_max
         if (lo is None) != (hi is None):
             raise ValueError("lstm_state_clip_min and lstm_state_clip_max must be given together")
@@ -66,6 +69,11 @@ class RNNParams(Params):
     @property
     def dirs(self) -> int:
         return 2 if self.bidirectional else 1
+
+    @property
+    def proj(self) -> int:
+        """The hidden state's size: projection_size, else state_size."""
+        return self.projection_size or self.state_size
 
     @property
     def gates(self) -> int:
@@ -84,11 +92,12 @@ class RNNParams(Params):
 
 def param_count(p: RNNParams, input_size: int) -> int:
     """Length of the packed parameter vector."""
-    gh, h, d = p.gates * p.state_size, p.state_size, p.dirs
+    gh, h, r, d = p.gates * p.state_size, p.state_size, p.proj, p.dirs
+    wr = r * h if p.projection_size else 0
     n = 0
     for layer in range(p.num_layers):
-        il = input_size if layer == 0 else d * h
-        n += d * (gh * (il + h) + 2 * gh)
+        il = input_size if layer == 0 else d * r
+        n += d * (gh * (il + r) + wr + 2 * gh)
     return n
 
 
@@ -119,10 +128,10 @@ def rnn_shape(p: RNNParams, ins: list, outs: list) -> tuple[list, list]:
     if len(data) != 3:
         raise RuleError(f"data has shape {shape_str(data)}; RNN needs (T, N, input size)")
     t, n, i = data
-    h, ld = p.state_size, p.num_layers * p.dirs
-    st = (ld, n, h)
-    ns = len(_state_inputs(p)) - 2
-    want = [data, None if i is None else (param_count(p, i),), *([st] * ns),
+    h, r, ld = p.state_size, p.proj, p.num_layers * p.dirs
+    st, sc = (ld, n, r), (ld, n, h)
+    sts = [st, sc][: len(_state_inputs(p)) - 2]
+    want = [data, None if i is None else (param_count(p, i),), *sts,
             *([(n,)] if p.use_sequence_length else [])]
     new = []
     for name, given, w in zip(rnn_inputs(p), ins, want):
@@ -133,8 +142,8 @@ def rnn_shape(p: RNNParams, ins: list, outs: list) -> tuple[list, list]:
                 f"{name} has shape {shape_str(given)} but data {shape_str(data)} with "
                 f"state_size={h}, num_layers={p.num_layers} needs {shape_str(w)}"
             ) from None
-    mask = [(p.num_layers - 1, t, n, p.dirs * h)] if p.drop else []
-    return new, [(t, n, p.dirs * h), *([st] * (len(_visible_outputs(p)) - 1)), *mask]
+    mask = [(p.num_layers - 1, t, n, p.dirs * r)] if p.drop else []
+    return new, [(t, n, p.dirs * r), *[st, sc][: len(_visible_outputs(p)) - 1], *mask]
 
 
 def rnn_type(p: RNNParams, ins: list, outs: list) -> tuple[list, list]:
@@ -162,22 +171,28 @@ def _clip_cell(p: RNNParams, c: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(c), lo if p.lstm_state_clip_nan else np.nan, out)
 
 
-def _unpack(p: RNNParams, w: np.ndarray, input_size: int) -> list[tuple[np.ndarray, ...]]:
-    """(W_x, W_h, b_x, b_h) per (layer, direction), from the packed vector."""
-    gh, h, d = p.gates * p.state_size, p.state_size, p.dirs
+def unpack_parameters(p: RNNParams, w: np.ndarray,
+            input_size: int) -> list[tuple[np.ndarray | None, ...]]:
+    """(W_x, W_h, b_x, b_h, W_r or None) per (layer, direction), from the packed vector: all
+    weights (per layer and direction W_x, W_h, then W_r with projection), then all biases."""
+    gh, h, r, d = p.gates * p.state_size, p.state_size, p.proj, p.dirs
     mats, o = [], 0
     for layer in range(p.num_layers):
-        il = input_size if layer == 0 else d * h
+        il = input_size if layer == 0 else d * r
         for _ in range(d):
             wx = w[o : o + gh * il].reshape(gh, il)
             o += gh * il
-            wh = w[o : o + gh * h].reshape(gh, h)
-            o += gh * h
-            mats.append((wx, wh))
-    out: list[tuple[np.ndarray, ...]] = []
-    for k, (wx, wh) in enumerate(mats):
+            wh = w[o : o + gh * r].reshape(gh, r)
+            o += gh * r
+            wr = None
+            if p.projection_size:
+                wr = w[o : o + r * h].reshape(r, h)
+                o += r * h
+            mats.append((wx, wh, wr))
+    out: list[tuple[np.ndarray | None, ...]] = []
+    for k, (wx, wh, wr) in enumerate(mats):
         out.append((wx, wh, w[o + 2 * k * gh : o + (2 * k + 1) * gh],
-                    w[o + (2 * k + 1) * gh : o + (2 * k + 2) * gh]))
+                    w[o + (2 * k + 1) * gh : o + (2 * k + 2) * gh], wr))
     return out
 
 
@@ -192,17 +207,19 @@ def rnn_reference(p: RNNParams, data: np.ndarray, params: np.ndarray, state: np.
     x = data.astype(np.float64)
     tt = x.shape[0]
     lens = _lengths(p, tt, x.shape[1], rest[-1] if p.use_sequence_length else None)
-    h_ = p.state_size
-    mats = _unpack(p, params.astype(np.float64), x.shape[2])
-    hy, cy = np.zeros(state.shape), np.zeros(state.shape)
+    h_, r_ = p.state_size, p.proj
+    mats = unpack_parameters(p, params.astype(np.float64), x.shape[2])
+    hy = np.zeros(state.shape)
+    cy = np.zeros(state_cell.shape) if state_cell is not None else None
     for layer in range(p.num_layers):
         outs = []
         for d in range(p.dirs):
             k = layer * p.dirs + d
-            wx, wh, bx, bh = mats[k]
+            wx, wh, bx, bh, wr = mats[k]
+            assert wx is not None and wh is not None and bx is not None and bh is not None
             h = state[k].astype(np.float64)
             c = state_cell[k].astype(np.float64) if state_cell is not None else None
-            ys = [np.zeros((x.shape[1], h_)) for _ in range(tt)]
+            ys = [np.zeros((x.shape[1], r_)) for _ in range(tt)]
             for s in range(tt):
                 live = s < lens  # items still inside their sequence at this step
                 t = np.where(lens - 1 - s >= 0, lens - 1 - s, 0) if d else np.full(len(lens), s)
@@ -215,6 +232,8 @@ def rnn_reference(p: RNNParams, data: np.ndarray, params: np.ndarray, state: np.
                     g, o = np.tanh(a[:, 2 * h_ : 3 * h_]), _sig(a[:, 3 * h_ :])
                     c = _clip_cell(p, f * c + i * g)
                     h = o * np.tanh(c)
+                    if wr is not None:
+                        h = h @ wr.T
                 elif p.mode == "gru":
                     r = _sig(ax[:, :h_] + ah[:, :h_])
                     z = _sig(ax[:, h_ : 2 * h_] + ah[:, h_ : 2 * h_])
@@ -230,14 +249,14 @@ def rnn_reference(p: RNNParams, data: np.ndarray, params: np.ndarray, state: np.
                 for b in np.flatnonzero(live):
                     ys[t[b]][b] = h[b]
             hy[k] = h
-            if c is not None:
+            if c is not None and cy is not None:
                 cy[k] = c
             outs.append(np.stack(ys))
         x = np.concatenate(outs, axis=2)
     res = [x.astype(data.dtype)]
     if p.state_outputs:
         res.append(hy.astype(data.dtype))
-        if p.mode == "lstm":
+        if cy is not None:
             res.append(cy.astype(data.dtype))
     if p.drop:  # inference: no dropout, the mask keeps everything
         res.append(np.ones((p.num_layers - 1, *x.shape), data.dtype))
@@ -245,11 +264,13 @@ def rnn_reference(p: RNNParams, data: np.ndarray, params: np.ndarray, state: np.
 
 
 def _workspace(p: RNNParams, t: int, n: int, i: int, backward: bool) -> int:
+    """Doubles, in the kernel's order (rnn_body.j2), as bytes."""
     h, d, g, nl = p.state_size, p.dirs, p.gates * p.state_size, p.num_layers
-    dh = d * h
-    k = nl * t * n * dh + 2 * nl * d * (t + 1) * n * h + nl * d * t * n * g + nl * d * t * n * h + n
+    hm, dr = max(h, p.proj), d * p.proj
+    k = nl * t * n * dr + 2 * nl * d * (t + 1) * n * hm + nl * d * t * n * g + nl * d * t * n * h
+    k += n + 2 * h
     if backward:
-        k += t * n * dh + t * n * max(i, dh) + param_count(p, i) + 2 * n * h + 2 * n * g
+        k += t * n * dr + t * n * max(i, dr) + param_count(p, i) + 2 * n * hm + 2 * n * g
     return 8 * k
 
 
@@ -261,6 +282,7 @@ def _spec(call: KernelCall, stage: str, first: int = 0, **reqs: str) -> KernelSp
         raise NoKernelError(f"RNN has dense kernels for {FLOAT_DTYPES}, not {dt}")
     ldt = str(call.in_dtypes[first + len(_state_inputs(p))].name) if p.use_sequence_length else None
     return KernelSpec.make("nn/rnn.c.j2", dtype=dt, stage=stage, mode=p.mode,
+                           proj=p.projection_size is not None,
                            state_outputs=p.state_outputs, clip=p.clip,
                            clip_nan=p.clip and p.lstm_state_clip_nan, ldtype=ldt, **reqs)
 
@@ -272,7 +294,7 @@ def _fa(p: RNNParams) -> tuple[float, ...]:
 
 
 def _ia(p: RNNParams, data: tuple[int, ...]) -> tuple[int, ...]:
-    return (*data, p.state_size, p.num_layers, p.dirs, p.gates)
+    return (*data, p.state_size, p.num_layers, p.dirs, p.gates, p.proj)
 
 
 def rnn_lowering(call: KernelCall) -> Lowered:
@@ -359,9 +381,11 @@ def rnn_grad(node: Node, ograds: list[Entry | None]) -> list[Entry | None]:
 
 def _ex(mode: str, t: int, n: int, i: int, h: int, layers: int = 1, bi: bool = False,
         **kw: object) -> Example:
-    p = RNNParams(state_size=h, num_layers=layers, bidirectional=bi, mode=mode)
-    st = (layers * p.dirs, n, h)
-    shapes = ((t, n, i), (param_count(p, i),), st, *((st,) if mode == "lstm" else ()))
+    proj = kw.get("projection_size")
+    p = RNNParams(state_size=h, num_layers=layers, bidirectional=bi, mode=mode,
+                  projection_size=proj if isinstance(proj, int) else None)
+    st, sc = (layers * p.dirs, n, p.proj), (layers * p.dirs, n, h)
+    shapes = ((t, n, i), (param_count(p, i),), st, *((sc,) if mode == "lstm" else ()))
     params = {"state_size": h, "num_layers": layers, "mode": mode, "bidirectional": bi, **kw}
     if kw.get("use_sequence_length"):  # lengths 1..T
         return Example((*shapes, (n,)), params, low=-0.8, high=0.8,
@@ -396,12 +420,18 @@ RNN = register(
             _ex("rnn_tanh", 3, 2, 2, 2, bi=True, use_sequence_length=True),
             # dropout between layers: random in training (see tests/ops/test_rnn_features.py)
             _ex("gru", 3, 2, 2, 2, layers=2, p=0.5),
+            # LSTMP (MXNet's CPU build runs it in inference only: tests/ops/test_rnn_projection)
+            _ex("lstm", 3, 2, 3, 3, projection_size=2),
+            _ex("lstm", 3, 2, 2, 3, layers=2, bi=True, state_outputs=True, projection_size=2),
+            _ex("lstm", 4, 3, 2, 3, bi=True, state_outputs=True, use_sequence_length=True,
+                projection_size=2),
         ),
         bad_params=(
             {"state_size": 2, "num_layers": 1},
             {"state_size": 2, "num_layers": 1, "mode": "elman"},
             {"state_size": 0, "num_layers": 1, "mode": "lstm"},
-            {"state_size": 2, "num_layers": 1, "mode": "lstm", "projection_size": 2},
+            {"state_size": 2, "num_layers": 1, "mode": "gru", "projection_size": 2},
+            {"state_size": 2, "num_layers": 1, "mode": "lstm", "projection_size": 0},
             {"state_size": 2, "num_layers": 1, "mode": "lstm", "lstm_state_clip_min": -1.0},
             {"state_size": 2, "num_layers": 1, "mode": "lstm", "lstm_state_clip_min": 1.0,
              "lstm_state_clip_max": -1.0},
