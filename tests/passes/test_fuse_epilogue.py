@@ -18,6 +18,7 @@ from nnsym.executor.executor import Executor
 from nnsym.ir.spec import KernelCall
 from nnsym.ops.elemwise.fused import FusedParams
 from nnsym.ops.elemwise.fused_epilogue import EpilogueError, EpilogueParams, epilogue_lowering
+from nnsym.passes.lower import lower
 from nnsym.testing import as_nd
 
 
@@ -66,6 +67,20 @@ def ops_of(ex) -> list[str]:
     return [nd["op"] for nd in json.loads(ex.tojson())["nodes"] if nd["op"] != "null"]
 
 
+def templates_of(ex, op_name: str, is_train: bool = False) -> list[str]:
+    """The templates the bound graph's first ``op_name`` node launches, in order."""
+    idx = ex._idx
+    for nid, node in enumerate(idx.nodes):
+        if node.op is not None and node.op.name == op_name:
+            ins, outs = idx.input_entries[nid], list(idx.output_entries(nid))
+            nl = lower(node.op, node.params, [ex._shapes[e] for e in ins],
+                       [ex._dtypes[e] for e in ins], [ex._shapes[o] for o in outs],
+                       [ex._dtypes[o] for o in outs], ["write"] * len(outs), train_form=True)
+            low = nl.train if is_train and nl.train is not None else nl.lowered
+            return [ln.spec.template for ln in low.launches]
+    raise AssertionError(op_name)
+
+
 def mlp(act: str = "relu"):
     x = sym.var("data")
     h = sym.FullyConnected(x, num_hidden=16, name="fc1")
@@ -98,6 +113,9 @@ def test_mlp_fc_activation_fused_equal_unfused(dtype, act):
     assert all(same_bits(a, b) for a, b in zip(fg, ug))
     assert epilogue_nodes(fex) == {"fc1,act1": "_fused_FullyConnected",
                                    "fc2,act2": "_fused_FullyConnected"}
+    # the GEMM without bias, then bias + activation in one pass
+    assert templates_of(fex, "_fused_FullyConnected") == ["dot/dot_gemm.c.j2",
+                                                         "elemwise/fused.c.j2"]
     assert "FullyConnected" not in ops_of(uex)[:1] or not epilogue_nodes(uex)
     text = fex.debug_str()
     assert "Op:_fused_FullyConnected, Name=act1" in text and "fused_ops=FullyConnected," \
@@ -231,6 +249,10 @@ def test_batchnorm_relu_inference_fused_equal_unfused(dtype, use_global_stats):
     assert same_bits(res[0][0], res[1][0])
     assert epilogue_nodes(res[0][1]) == {"bn,relu": "_fused_BatchNorm"}
     assert ops_of(res[0][1]) == ["_fused_BatchNorm"]
+    # one pass: BatchNorm's kernel applies the relu as it stores
+    assert templates_of(res[0][1], "_fused_BatchNorm") == ["nn/batch_norm.c.j2"]
+    # the unfused graph: the normalized output, then a separate relu
+    assert ops_of(res[1][1]) == ["BatchNorm", "Activation"]
     a = arrays
     shape = (1, 4, 1, 1)
     want = np.maximum((a["x"] - a["bn_moving_mean"].reshape(shape))
@@ -257,6 +279,7 @@ def test_batchnorm_relu_training_fused_equal_unfused(fix_gamma):
     assert all(same_bits(a, b) for a, b in zip(fg, ug))
     assert all(same_bits(a, b) for a, b in zip(fa, ua))  # the moving statistics move once
     assert epilogue_nodes(fex) == {"bn,relu": "_fused_BatchNorm"}
+    assert templates_of(fex, "_fused_BatchNorm", is_train=True) == ["nn/batch_norm.c.j2"]
 
 
 def test_epilogue_refuses_to_accumulate():
@@ -265,3 +288,71 @@ def test_epilogue_refuses_to_accumulate():
                       req="add")
     with pytest.raises(EpilogueError, match="accumulate"):
         epilogue_lowering(call)
+
+
+def test_fc_epilogue_on_the_emulated_gpu_matches_unfused():
+    """The CUDA twins (dot_gemm.cu.j2 without bias, then fused.cu.j2 in place) through the
+    emulated device: fused and unfused bound on gpu(0), forward and backward, bit for bit."""
+    from nnsym import gpu
+    from nnsym.cuda import runtime
+    from nnsym.devtools.cuda import shim
+
+    if shim.cxx() is None:
+        pytest.skip("needs g++")
+    net = mlp()
+    arrays = mlp_arrays("float32")
+    res = []
+    old = runtime._BACKEND
+    runtime.use_backend("emulate")
+    try:
+        for fusion in (True, False):
+            ctx = gpu(0)
+            names = net.list_arguments()
+            ex = Executor(net, ctx, [as_nd(arrays[n]).as_in_context(ctx) for n in names],
+                          [as_nd(np.zeros_like(arrays[n])).as_in_context(ctx) for n in names],
+                          "write", fusion=fusion)
+            out = ex.forward(is_train=True)[0].asnumpy().copy()
+            ex.backward()
+            res.append((out, [g.asnumpy().copy() for g in ex.grad_arrays], ex))
+    finally:
+        runtime._BACKEND = old
+    assert len(epilogue_nodes(res[0][2])) == 2 and not epilogue_nodes(res[1][2])
+    assert same_bits(res[0][0], res[1][0])
+    assert all(same_bits(a, b) for a, b in zip(res[0][1], res[1][1]))
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_batchnorm_epilogue_on_the_emulated_gpu_matches_unfused(train):
+    """batch_norm.cu.j2's inline epilogue through the emulated device, bit for bit."""
+    from nnsym import gpu
+    from nnsym.cuda import runtime
+    from nnsym.devtools.cuda import shim
+
+    if shim.cxx() is None:
+        pytest.skip("needs g++")
+    net = bn_relu(False)
+    arrays = bn_arrays("float32")
+    head = np.random.default_rng(4).uniform(-1, 1, arrays["x"].shape).astype(np.float32)
+    res = []
+    old = runtime._BACKEND
+    runtime.use_backend("emulate")
+    try:
+        for fusion in (True, False):
+            ctx = gpu(0)
+            names = net.list_arguments()
+            ex = Executor(net, ctx, [as_nd(arrays[n]).as_in_context(ctx) for n in names],
+                          [as_nd(np.zeros_like(arrays[n])).as_in_context(ctx) for n in names]
+                          if train else None, "write" if train else "null",
+                          [as_nd(arrays[n]).as_in_context(ctx)
+                           for n in net.list_auxiliary_states()], fusion=fusion)
+            out = ex.forward(is_train=train)[0].asnumpy().copy()
+            grads = []
+            if train:
+                ex.backward(as_nd(head).as_in_context(ctx))
+                grads = [g.asnumpy().copy() for g in ex.grad_arrays]
+            res.append((out, grads, ex))
+    finally:
+        runtime._BACKEND = old
+    assert epilogue_nodes(res[0][2]) == {"bn,relu": "_fused_BatchNorm"}
+    assert same_bits(res[0][0], res[1][0])
+    assert all(same_bits(a, b) for a, b in zip(res[0][1], res[1][1]))

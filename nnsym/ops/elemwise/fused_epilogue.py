@@ -6,7 +6,8 @@ its first output by one node of ``epilogue_op(producer, k)``: the producer's inp
 ``k`` other inputs of the chain. Its lowering is the producer's own launches (writing the
 producer's outputs, the first into the node's output), then one fused elementwise launch
 (``fused.c.j2``) that reads that output in place, while it is still in cache, and overwrites it
-with the chain's result. The producer's first output never gets its own buffer. FullyConnected's
+with the chain's result. BatchNorm's kernel applies an epilogue over its output alone itself
+(``INLINE_TEMPLATES``), as it stores each value: one pass. The producer's first output never gets its own buffer. FullyConnected's
 bias moves into the epilogue (the GEMM without bias, then ``bias + chain`` in one pass), which
 is the same arithmetic as the GEMM kernel's own bias loop.
 """
@@ -22,8 +23,14 @@ import numpy as np
 
 from nnsym.errors import NNSymError
 from nnsym.ir.opdef import DENSE, Kernel, OpDef, get_op
-from nnsym.ir.spec import KernelCall, Lowered
+from nnsym.ir.spec import KernelCall, KernelSpec, Lowered
 from nnsym.ops.elemwise.fused import FusedParams, fused_lowering
+
+
+# Producer templates that take the epilogue themselves (literals ``epi``: the steps, and
+# ``epi_fa``: where their parameters start in fa), applied to each output value as it is
+# stored, for float32/float64 epilogues over the producer's output alone.
+INLINE_TEMPLATES = frozenset({"nn/batch_norm.c.j2"})
 
 
 @dataclass(frozen=True)
@@ -85,6 +92,16 @@ def epilogue_lowering(call: KernelCall) -> Lowered:
     launches = [dataclasses.replace(ln, args=mapping if ln.args is None else
                                     tuple(mapping[i] for i in ln.args))
                 for ln in low.launches]
+    if (len(launches) == 1 and launches[0].spec.template in INLINE_TEMPLATES
+            and call.out_req(0) == "write" and len(p.epilogue.in_dtypes) == 1
+            and all(st.out_dtype in ("float32", "float64") for st in p.epilogue.steps)
+            and call.out_dtypes[0].name in ("float32", "float64")):
+        # the producer's kernel applies the epilogue as it stores: one pass
+        ln = launches[0]
+        spec = KernelSpec.make(ln.spec.template, **ln.spec.context(),
+                               epi=tuple(st.literal() for st in p.epilogue.steps),
+                               epi_fa=len(ln.fa))
+        return Lowered((dataclasses.replace(ln, spec=spec, fa=ln.fa + p.epilogue.fa),))
     if call.out_req(0) != "null":
         ecall = KernelCall(p.epilogue, (call.out_shapes[0], *call.in_shapes[n_in:]),
                            (call.out_dtypes[0], *call.in_dtypes[n_in:]), (call.out_shapes[0],),
