@@ -7,9 +7,9 @@ its first output by one node of ``epilogue_op(producer, k)``: the producer's inp
 producer's outputs, the first into the node's output), then one fused elementwise launch
 (``fused.c.j2``) that reads that output in place, while it is still in cache, and overwrites it
 with the chain's result. BatchNorm's kernel applies an epilogue over its output alone itself
-(``INLINE_TEMPLATES``), as it stores each value: one pass. The producer's first output never gets its own buffer. FullyConnected's
-bias moves into the epilogue (the GEMM without bias, then ``bias + chain`` in one pass), which
-is the same arithmetic as the GEMM kernel's own bias loop.
+(``INLINE_TEMPLATES``), as it stores each value: one pass. The producer's first output never
+gets its own buffer. FullyConnected's bias moves into the epilogue (the GEMM without bias, then
+``bias + chain`` in one pass), which is the same arithmetic as the GEMM kernel's own bias loop.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from nnsym.errors import NNSymError
 from nnsym.ir.opdef import DENSE, Kernel, OpDef, get_op
 from nnsym.ir.spec import KernelCall, KernelSpec, Lowered
 from nnsym.ops.elemwise.fused import FusedParams, fused_lowering
-
 
 # Producer templates that take the epilogue themselves (literals ``epi``: the steps, and
 # ``epi_fa``: where their parameters start in fa), applied to each output value as it is
