@@ -356,3 +356,29 @@ def test_batchnorm_epilogue_on_the_emulated_gpu_matches_unfused(train):
     assert epilogue_nodes(res[0][2]) == {"bn,relu": "_fused_BatchNorm"}
     assert same_bits(res[0][0], res[1][0])
     assert all(same_bits(a, b) for a, b in zip(res[0][1], res[1][1]))
+
+
+def test_large_fc_epilogue_is_independent_of_the_thread_count():
+    """An epilogue of at least PAR_MIN elements splits by rows over the pool: same bits."""
+    from nnsym.runtime import get_num_threads, set_num_threads
+
+    x = sym.var("x")
+    net = sym.relu(sym.FullyConnected(x, num_hidden=300, name="fc"), name="r")
+    rng = np.random.default_rng(7)
+    arrays = {"x": rng.uniform(-1, 1, (256, 20)).astype(np.float32),
+              "fc_weight": rng.uniform(-1, 1, (300, 20)).astype(np.float32),
+              "fc_bias": rng.uniform(-1, 1, 300).astype(np.float32)}
+    before = get_num_threads()
+    outs = []
+    try:
+        for n in (1, 2, 3):
+            set_num_threads(n)
+            ex = bind(net, arrays, True, grads=False)
+            outs.append(ex.forward()[0].asnumpy().copy())
+    finally:
+        set_num_threads(before)
+    assert epilogue_nodes(ex) == {"fc,r": "_fused_FullyConnected"}
+    assert all(same_bits(o, outs[0]) for o in outs)
+    want = np.maximum(arrays["x"].astype(np.float64) @ arrays["fc_weight"].T.astype(np.float64)
+                      + arrays["fc_bias"], 0)
+    np.testing.assert_allclose(outs[0], want, rtol=1e-5, atol=1e-5)
