@@ -11,6 +11,7 @@ allocation or dictionary lookups per call.
 from __future__ import annotations
 
 import copy as _copy
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -567,6 +568,10 @@ class Executor:
         self._packed = {name: pack(calls) for name, calls in (
             ("infer", infer_list), ("train", train_list), ("bwd", bwd_calls),
             ("bwd_train", bwd_train))}
+        # Per run kind, one callable doing the whole run (a dense cpu graph: one foreign call
+        # with its arguments bound), so forward/backward spend no Python on dispatch.
+        self._go = {name: self._runner(segs) for name, segs in self._packed.items()}
+        self._out_names = sym.list_outputs()
         self._last_train: bool | None = None  # None: no forward yet
         self._monitor: tuple[Any, bool, Any] | None = None  # (callback, monitor_all, active)
         self._monitor_exec: Executor | None = None
@@ -631,7 +636,7 @@ class Executor:
         # random operators), as MXNet's generators advance on every forward
         for fa, slot in self._seeds:
             fa[slot] = float(next_seed())
-        self._exec(self._packed["train" if is_train else "infer"])
+        self._go["train" if is_train else "infer"]()
         if self._monitor is not None:
             self._run_monitor(is_train)
         return list(self.outputs)
@@ -670,6 +675,14 @@ class Executor:
             if monitor_all or not is_input:
                 callback(name, arr)
 
+    def _runner(self, segments: list[Any]) -> Callable[[], Any]:
+        """A callable running ``segments``: the foreign call itself, its arguments bound, where
+        they are one run of kernels on the cpu."""
+        run = self._run
+        if run is not None and len(segments) == 1 and type(segments[0]) is tuple:
+            return functools.partial(run, *segments[0])
+        return functools.partial(self._exec, segments)
+
     def _exec(self, segments: list[Any]) -> None:
         if self._gpu is not None:
             for item in segments:
@@ -688,7 +701,7 @@ class Executor:
         """Run backward: gradients written into (or, for grad_req 'add', added to) grad_arrays.
         ``out_grads``: head gradients for the non-loss outputs (an NDArray, a list or a dict
         by output name)."""
-        names = self._symbol.list_outputs()
+        names = self._out_names
         heads = _head_list(out_grads, names)
         for k, h in enumerate(self._head_arrays):
             if h is None:
@@ -711,7 +724,7 @@ class Executor:
             raise ExecutorStateError(
                 "backward called before forward: run forward(is_train=True) first (the "
                 "gradients are computed from the values forward leaves behind)")
-        self._exec(self._packed["bwd_train" if self._last_train else "bwd"])
+        self._go["bwd_train" if self._last_train else "bwd"]()
 
     def reshape(self, partial_shaping: bool = False, allow_up_sizing: bool = False,
                 **kwargs: Any) -> Executor:

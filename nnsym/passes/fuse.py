@@ -5,7 +5,8 @@ outside reads an intermediate, and the intermediates disappear from the memory p
 share the root's shape and output dtype, and the forward or backward phase. The group's
 inputs may broadcast to the root's shape (numpy's rule); its intermediates never do. A node
 joins only when its dense kernel is one of the plain elementwise templates
-(``scalar_form``): unary, scalar, ``Activation`` and binary operators (same-shape and
+(``scalar_form``): unary, scalar, ``Activation``, ``LeakyReLU`` (where training computes
+the same) and binary operators (same-shape and
 broadcasting), ``add_n`` of up to 8 inputs (the gradient graph's ``sum_grad``) and the
 generated ``_backward_<op>`` nodes. Graph outputs stay materialised (they are roots).
 Multi-output nodes are left alone.
@@ -18,12 +19,22 @@ such a group derives from one sparse entry, so the fused node (dispatched to ``f
 runs the composed expression once over the stored values and shares the index arrays. Where the
 unfused ``elemwise_*`` kernels would store an explicit zero (``A - A``), so does the fused one.
 
+Epilogue fusion: a FullyConnected (float32/float64) or BatchNorm node whose first output is read
+only by one elementwise group of the same phase, with that output's shape and dtype, becomes one
+node with the group (``epilogue_op``, ``nnsym/ops/elemwise/fused_epilogue.py``): the producer's
+kernel writes the group's output buffer, then one fused pass applies the group in place.
+FullyConnected's bias (shape ``(num_hidden,)``) moves into that pass. The producer's first output
+disappears from the memory plan. Its other outputs (BatchNorm's mean and inverse std, which its
+backward reads) stay. The node's ``fused_nodes``/``fused_ops`` attributes list the producer
+first, then the group.
+
 ``NNSYM_FUSION=0`` turns fusion off in bound graphs (``fusion_enabled``).
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -31,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from nnsym.ir.graph import Entry, Graph, GraphAttrs, IndexedGraph, Node, dfs_post_order
-from nnsym.ir.opdef import DENSE
+from nnsym.ir.opdef import DENSE, get_op
 from nnsym.ir.spec import PAR_MIN, KernelCall
 from nnsym.ops.common.storage import map_values
 from nnsym.ops.elemwise.fused import (
@@ -42,6 +53,7 @@ from nnsym.ops.elemwise.fused import (
     fused_values,
     scalar_form,
 )
+from nnsym.ops.elemwise.fused_epilogue import EpilogueParams, epilogue_op
 from nnsym.passes.manager import GraphPass, graph_pass
 from nnsym.types import DispatchMode, SType
 
@@ -56,7 +68,7 @@ def _form(node: Node, nid: int, g: Graph) -> ScalarForm | None:
     op, idx, a = node.op, g.index, g.attrs
     assert a.shape is not None and a.dtype is not None and a.stype is not None
     assert a.dispatch is not None
-    if op is None or op.num_outputs(node.params) != 1 or op.train_mode or op.random:
+    if op is None or op.num_outputs(node.params) != 1 or op.random:
         return None
     if op.pinned_inputs is not None or op.ignored_inputs(node.params) or op.loss:
         return None
@@ -84,6 +96,9 @@ def _form(node: Node, nid: int, g: Graph) -> ScalarForm | None:
     call = KernelCall(node.params, in_shapes, in_dtypes, (dims,), (np.dtype(a.dtype[out]),))
     try:
         low = kernel.lower(call)
+        # a train-mode operator (LeakyReLU) fuses where training lowers it the same way
+        if op.train_mode and kernel.lower(dataclasses.replace(call, is_train=True)) != low:
+            return None
     except Exception:  # a node whose kernel refuses this call is simply not fused
         return None
     form = scalar_form(low, n)
@@ -209,7 +224,9 @@ def _fuse(g: Graph, forward_outputs: int | None) -> Graph:
     fused_roots = {r for r, ms in members.items()
                    if len(ms) > 1 or (a.stype[idx.row_ptr[r]] == SType.DEFAULT
                                       and _size(a.shape[idx.row_ptr[r]]) >= PAR_MIN)}
-    if not fused_roots:
+    epi = _epilogues(g, members, group, readers, is_output, fwd)  # root -> producer
+    epi_producers = set(epi.values())
+    if not fused_roots and not epi:
         return g
 
     new_node: dict[int, Node] = {}  # old node id -> its node in the new graph
@@ -229,8 +246,17 @@ def _fuse(g: Graph, forward_outputs: int | None) -> Graph:
 
     for nid, node in enumerate(nodes):
         r = group[nid]
-        if r >= 0 and r in fused_roots and r != nid:
+        if r >= 0 and (r in fused_roots or r in epi) and r != nid:
             continue  # built with its root
+        if nid in epi_producers:
+            continue  # built with the root of its epilogue
+        if nid in epi:
+            prod = epi[nid]
+            fused = _epilogue_node(g, prod, members[nid], forms, entry, deps)
+            for m in (prod, *members[nid]):
+                new_node[m] = fused
+            old_of[id(fused)] = ("epilogue", prod)
+            continue
         if nid in fused_roots:
             fused = _fused_node(g, members[nid], forms, entry, deps)
             for m in members[nid]:
@@ -267,6 +293,128 @@ def _fuse(g: Graph, forward_outputs: int | None) -> Graph:
             skern.append(a.stype_kernel[old] if a.stype_kernel is not None else None)
     return Graph(outputs, GraphAttrs(shape=tuple(shape), dtype=tuple(dtype), stype=tuple(stype),
                                      dispatch=tuple(dispatch), stype_kernel=tuple(skern)))
+
+
+# Producers whose first output can take an elementwise epilogue, with the dtypes they allow.
+_EPILOGUE_PRODUCERS = {"FullyConnected": ("float32", "float64"),
+                       "BatchNorm": ("float16", "float32", "float64")}
+
+
+def _epilogues(g: Graph, members: dict[int, list[int]], group: list[int],
+               readers: dict[int, list[int]], is_output: set[int],
+               fwd: set[int]) -> dict[int, int]:
+    """Group root -> producer node whose first output only that group reads (see the module
+    docstring)."""
+    idx, a = g.index, g.attrs
+    assert a.shape is not None and a.dtype is not None and a.stype is not None
+    assert a.dispatch is not None
+    out: dict[int, int] = {}
+    for nid, node in enumerate(idx.nodes):
+        op = node.op
+        if op is None or op.name not in _EPILOGUE_PRODUCERS:
+            continue
+        if a.dispatch[nid] != DispatchMode.FCOMPUTE or id(node) not in fwd:
+            continue
+        e = idx.row_ptr[nid]
+        ents = [*idx.input_entries[nid], *idx.output_entries(nid)]
+        if any(a.stype[x] != SType.DEFAULT for x in ents):
+            continue
+        if a.dtype[e] is None or np.dtype(a.dtype[e]).name not in _EPILOGUE_PRODUCERS[op.name]:
+            continue
+        rs = readers.get(e, [])
+        if e in is_output or not rs or group[rs[0]] < 0:
+            continue
+        root = group[rs[0]]
+        rout = idx.row_ptr[root]
+        if (root in out or any(group[r] != root for r in rs)
+                or id(idx.nodes[root]) not in fwd or a.shape[e] != a.shape[rout]
+                or a.dtype[e] != a.dtype[rout] or a.stype[rout] != SType.DEFAULT):
+            continue
+        if op.name == "FullyConnected" and any(a.dtype[x] != a.dtype[e]
+                                               for x in idx.input_entries[nid]):
+            continue
+        out[root] = nid
+    return out
+
+
+def _bias_step(shape: tuple[int, ...], dtype: np.dtype) -> Step | None:
+    """``t0 = v0 + v1`` (the GEMM's result plus the bias, broadcast over rows) as the plain
+    broadcast_add kernel computes it: the GEMM kernel's own bias loop, in the same type."""
+    op = get_op("broadcast_add")
+    n = _size(shape)
+    bshape = (shape[-1],)
+    call = KernelCall(op.parse_params({})[0], (shape, bshape), (dtype, dtype), (shape,),
+                      (dtype,))
+    try:
+        form = scalar_form(op.kernels[DENSE].lower(call), n)
+    except Exception:  # no bias step: the GEMM keeps the bias
+        return None
+    if form is None or len(form.names) != 2:
+        return None
+    return Step("FullyConnected", form.expr, form.names, form.var_dtype, form.fparams, 0,
+                ("v0", "v1"), dtype.name)
+
+
+def _epilogue_node(g: Graph, prod: int, group: Sequence[int], forms: dict[int, ScalarForm],
+                   entry: Callable[[int], Entry],
+                   deps: Callable[[Node], tuple[Node, ...]]) -> Node:
+    """One node computing the producer ``prod`` and its epilogue ``group`` (old node ids in
+    topological order, the root last)."""
+    idx, a = g.index, g.attrs
+    assert a.dtype is not None and a.shape is not None
+    pnode = idx.nodes[prod]
+    assert pnode.op is not None
+    e = idx.row_ptr[prod]
+    dt = np.dtype(a.dtype[e])
+    shape = tuple(int(d or 0) for d in a.shape[e])  # type: ignore[union-attr]
+    p_ins = list(idx.input_entries[prod])
+    pparams = pnode.params
+    ext: list[int] = []  # the epilogue's inputs besides v0 (the producer's output)
+    steps: list[Step] = []
+    fa: list[float] = []
+    first = "v0"
+    if pnode.op.name == "FullyConnected" and not pparams.no_bias:
+        bshape = a.shape[p_ins[2]]
+        step = _bias_step(shape, dt) if bshape is not None and tuple(bshape) == (
+            shape[-1],) else None
+        if step is not None:
+            pparams = dataclasses.replace(pparams, no_bias=True)
+            ext.append(p_ins.pop())
+            steps.append(step)
+            first = "t0"
+    inside = {idx.row_ptr[m]: j + len(steps) for j, m in enumerate(group)}
+    cdeps: list[Node] = list(pnode.control_deps)
+    for m in group:
+        node, f = idx.nodes[m], forms[m]
+        ops = []
+        for x in idx.input_entries[m]:
+            if x == e:
+                ops.append(first)
+            elif x in inside:
+                ops.append(f"t{inside[x]}")
+            else:
+                if x not in ext:
+                    ext.append(x)
+                ops.append(f"v{ext.index(x) + 1}")
+        assert node.op is not None
+        steps.append(Step(node.op.name, f.expr, f.names, f.var_dtype, f.fparams, len(fa),
+                          tuple(ops), a.dtype[idx.row_ptr[m]].name))  # type: ignore[union-attr]
+        fa.extend(f.fa)
+        cdeps.extend(node.control_deps)
+    root = idx.nodes[group[-1]]
+    names = [pnode.name] + [idx.nodes[m].name for m in group]
+    ops_ = [pnode.op.name] + [s.op for s in steps[len(steps) - len(group):]]
+    in_dtypes = (dt.name,) + tuple(a.dtype[x].name for x in ext)  # type: ignore[union-attr]
+    params = EpilogueParams(pnode.op.name, pparams, len(p_ins),
+                            FusedParams(tuple(steps), in_dtypes, tuple(fa)))
+    hidden = {k: v for k, v in {**pnode.attrs, **root.attrs}.items() if k.startswith("__")}
+    attrs = {**hidden, "fused_nodes": ",".join(names), "fused_ops": ",".join(ops_)}
+    ins = tuple(entry(x) for x in (*p_ins, *ext))
+    skip = {prod, *group}
+    dep_src = Node(None, "", None, (), {}, tuple(
+        d for d in cdeps if idx.node_id(d) not in skip))
+    return Node(epilogue_op(pnode.op.name, len(ext)), root.name, params, ins, attrs,
+                deps(dep_src))
 
 
 def _fused_node(g: Graph, group: Sequence[int], forms: dict[int, ScalarForm],

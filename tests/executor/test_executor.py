@@ -134,7 +134,8 @@ def test_in_place_chain_gives_right_values(monkeypatch):
     np.testing.assert_allclose(exe.grad_dict["x"].asnumpy(), want, rtol=1e-12)
 
 
-def test_debug_str_layout_matches_mxnet():
+def test_debug_str_layout_matches_mxnet(monkeypatch):
+    monkeypatch.setenv("NNSYM_FUSION", "0")  # MXNet's graph: FullyConnected and relu apart
     net = mlp(hidden=(128,))
     exe = net.simple_bind(data=(64, 784))
     got = exe.debug_str().splitlines()
