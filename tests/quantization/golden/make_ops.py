@@ -1,0 +1,102 @@
+"""Writes ops.json: inputs and MXNet 1.9.1's outputs for quantize_asym, quantized_elemwise_add/
+_mul and calibrate_entropy (run in the reference venv:
+``~/mxref/bin/python tests/quantization/golden/make_ops.py``). tests/quantization/test_more_ops.py
+reads the file; this script is never imported by tests."""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("MXNET_SUBGRAPH_BACKEND", "NONE")
+import mxnet as mx
+
+rs = np.random.RandomState(13)
+F = "float32"
+
+
+def i8(*shape):
+    return rs.randint(-128, 128, shape).astype("int8")
+
+
+def u8(*shape):
+    return rs.randint(0, 256, shape).astype("uint8")
+
+
+def rng(v):
+    return np.array([v], F)
+
+
+def run(op, inputs, params):
+    """Symbolic bind: quantized_elemwise_mul's imperative call fails in MXNet 1.9.1."""
+    names = [f"in{i}" for i in range(len(inputs))]
+    s = getattr(mx.sym.contrib, op)(*[mx.sym.var(n) for n in names], **params)
+    ex = s.bind(mx.cpu(), {n: mx.nd.array(a, dtype=a.dtype) for n, a in zip(names, inputs)})
+    return [o.asnumpy() for o in ex.forward()]
+
+
+CASES = []
+
+
+def case(name, op, inputs, params):
+    CASES.append((name, op, inputs, params))
+
+
+# quantize_asym: the pip build (oneDNN) runs it for 3-D data only (other ranks crash it).
+X3 = rs.uniform(-1.5, 2.0, (2, 3, 4)).astype(F)
+case("asym", "quantize_asym", [X3], {})
+case("asym_calib", "quantize_asym", [X3], {"min_calib_range": -1.0, "max_calib_range": 1.0})
+case("asym_pos", "quantize_asym", [rs.uniform(0.2, 3.0, (1, 5, 6)).astype(F)], {})
+case("asym_halves", "quantize_asym", [np.array([[[2.5, 3.5, -0.5, 254.5, 300.0, 0.5]]], F)],
+     {"min_calib_range": 0.0, "max_calib_range": 255.0})
+
+for dt, gen in (("int8", i8), ("uint8", u8)):
+    a, b = gen(3, 4, 5), gen(3, 4, 5)
+    lo1, hi1 = (-2.0, 1.0) if dt == "int8" else (0.0, 1.0)
+    lo2, hi2 = (-0.5, 3.0) if dt == "int8" else (0.0, 3.0)
+    ins = [a, b, rng(lo1), rng(hi1), rng(lo2), rng(hi2)]
+    case(f"add_{dt}", "quantized_elemwise_add", ins, {})
+    case(f"add_{dt}_calib", "quantized_elemwise_add", ins,
+         {"min_calib_range": -2.0 if dt == "int8" else 0.0, "max_calib_range": 2.5})
+
+a, b = i8(4, 6), i8(4, 6)
+mins = [rng(-2.0), rng(1.0), rng(-0.5), rng(3.0)]
+case("mul", "quantized_elemwise_mul", [a, b, *mins], {})
+case("mul_calib", "quantized_elemwise_mul", [a, b, *mins],
+     {"min_calib_range": -2.0, "max_calib_range": 2.5})
+case("mul_calib_wide", "quantized_elemwise_mul", [a, b, *mins],
+     {"min_calib_range": -40.0, "max_calib_range": 40.0})
+case("mul_float", "quantized_elemwise_mul", [a, b, *mins], {"enable_float_output": True})
+
+x = np.concatenate([rs.randn(5000), 0.1 * rs.randn(20000)]).astype(F)
+th = float(np.abs(x).max())
+for nb, nq in ((21, 5), (41, 7), (1001, 255), (9, 1), (101, 100)):
+    h, e = np.histogram(x, bins=nb, range=(-th, th))
+    case(f"calib_{nb}_{nq}", "calibrate_entropy", [h.astype(F), e.astype(F)],
+         {"num_quantized_bins": nq})
+h = np.zeros(21, F)
+h[10] = 5
+case("calib_spike", "calibrate_entropy", [h, np.linspace(-1, 1, 22).astype(F)],
+     {"num_quantized_bins": 5})
+case("calib_all_zero", "calibrate_entropy",
+     [np.zeros(9, F), np.linspace(-1, 1, 10).astype(F)], {"num_quantized_bins": 3})
+case("calib_fractional", "calibrate_entropy",
+     [rs.uniform(0, 3, 31).astype(F), np.linspace(-1, 1, 32).astype(F)],
+     {"num_quantized_bins": 5})
+
+
+def enc(a):
+    return {"dtype": a.dtype.name, "shape": list(a.shape),
+            "data": [float(v) if a.dtype.kind == "f" else int(v) for v in a.reshape(-1)]}
+
+
+out = []
+for name, op, inputs, params in CASES:
+    res = run(op, inputs, params)
+    out.append({"name": name, "op": op, "params": params, "inputs": [enc(a) for a in inputs],
+                "outputs": [enc(r) for r in res]})
+dest = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).with_name("ops.json")
+dest.write_text(json.dumps({"mxnet": mx.__version__, "cases": out}, indent=None) + "\n")
+print(f"wrote {len(out)} cases to {dest}")
