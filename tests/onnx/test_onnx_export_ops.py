@@ -99,7 +99,8 @@ UNMAPPED |= {"_contrib_dequantize", "_contrib_quantize", "_contrib_quantize_v2",
 # More quantization operators (MXNet's own scale/shift/range conventions; calibrate_entropy is a
 # calibration-time search with no ONNX counterpart).
 UNMAPPED |= {"_contrib_quantize_asym", "_contrib_quantized_elemwise_add",
-             "_contrib_quantized_elemwise_mul", "_contrib_calibrate_entropy"}
+             "_contrib_quantized_elemwise_mul", "_contrib_calibrate_entropy",
+             "_contrib_quantized_fully_connected"}
 
 
 def _refused(op: OpDef, ex: Example) -> bool:

@@ -98,6 +98,24 @@ def test_bad_inputs_raise():
         mx.nd.contrib.calibrate_entropy(h, _nd(np.ones(22)), num_quantized_bins=0)
 
 
+def test_quantized_fully_connected_uses_fully_connected_shapes():
+    s = mx.sym.contrib.quantized_fully_connected(num_hidden=4, no_bias=True, name="f")
+    assert s.list_arguments() == ["f_data", "f_weight", "f_min_data", "f_max_data",
+                                  "f_min_weight", "f_max_weight"]
+    args, outs, _ = s.infer_shape(f_data=(2, 3, 5))
+    assert args[:2] == [(2, 3, 5), (4, 15)] and outs == [(2, 4), (1,), (1,)]
+    s = mx.sym.contrib.quantized_fully_connected(num_hidden=4, flatten=False, name="g")
+    args, outs, _ = s.infer_shape(g_data=(2, 3, 5))
+    assert args[:3] == [(2, 3, 5), (4, 5), (4,)] and outs[0] == (2, 3, 4)
+    r = [_nd([-1.0]), _nd([1.0])] * 2
+    with pytest.raises(DTypeError, match="weight"):
+        mx.nd.contrib.quantized_fully_connected(_nd([[1, 2]], "int8"), _nd([[1, 2]], "uint8"), *r,
+                                                num_hidden=1, no_bias=True)
+    with pytest.raises(DTypeError, match="int8 or uint8"):
+        mx.nd.contrib.quantized_fully_connected(_nd([[1, 2]]), _nd([[1, 2]], "int8"), *r,
+                                                num_hidden=1, no_bias=True)
+
+
 def test_a_failed_mxnet_check_gives_nan():
     # A bin smoothed to a negative value: MXNet's CHECK aborts the process (it throws inside an
     # OpenMP region); nnsym's kernels cannot raise, so both outputs are NaN.
@@ -113,10 +131,11 @@ def test_a_failed_mxnet_check_gives_nan():
 
 @pytest.mark.parametrize(("name", "zero_grad"), [
     ("_contrib_quantize_asym", True), ("_contrib_quantized_elemwise_mul", True),
+    ("_contrib_quantized_fully_connected", True),
     ("_contrib_quantized_elemwise_add", False), ("_contrib_calibrate_entropy", False)])
 def test_not_differentiable_as_in_mxnet(name, zero_grad):
-    """MXNet registers zero gradients (MakeZeroGradNodes) for quantize_asym and
-    quantized_elemwise_mul, and no FGradient for the other two."""
+    """MXNet registers zero gradients (MakeZeroGradNodes) for quantize_asym,
+    quantized_elemwise_mul and quantized_fully_connected, and no FGradient for the others."""
     op = REGISTRY[name]
     assert not op.differentiable
     assert (op.grad is not None) == zero_grad

@@ -29,10 +29,14 @@ def rng(v):
     return np.array([v], F)
 
 
-def run(op, inputs, params):
+def run(op, inputs, params, argnames=None):
     """Symbolic bind: quantized_elemwise_mul's imperative call fails in MXNet 1.9.1."""
     names = [f"in{i}" for i in range(len(inputs))]
-    s = getattr(mx.sym.contrib, op)(*[mx.sym.var(n) for n in names], **params)
+    syms = [mx.sym.var(n) for n in names]
+    if argnames:
+        s = getattr(mx.sym.contrib, op)(**dict(zip(argnames, syms)), **params)
+    else:
+        s = getattr(mx.sym.contrib, op)(*syms, **params)
     ex = s.bind(mx.cpu(), {n: mx.nd.array(a, dtype=a.dtype) for n, a in zip(names, inputs)})
     return [o.asnumpy() for o in ex.forward()]
 
@@ -40,8 +44,8 @@ def run(op, inputs, params):
 CASES = []
 
 
-def case(name, op, inputs, params):
-    CASES.append((name, op, inputs, params))
+def case(name, op, inputs, params, argnames=None):
+    CASES.append((name, op, inputs, params, argnames))
 
 
 # quantize_asym: the pip build (oneDNN) runs it for 3-D data only (other ranks crash it).
@@ -70,6 +74,22 @@ case("mul_calib_wide", "quantized_elemwise_mul", [a, b, *mins],
      {"min_calib_range": -40.0, "max_calib_range": 40.0})
 case("mul_float", "quantized_elemwise_mul", [a, b, *mins], {"enable_float_output": True})
 
+# quantized_fully_connected: int8/uint8 data, int8 weight and bias, int32 out
+d8, du8 = i8(3, 2, 4), u8(3, 8)
+w, b = i8(5, 8), i8(5)
+case("fc", "quantized_fully_connected",
+     [d8, w, b, rng(-2.0), rng(1.0), rng(-0.5), rng(0.5), rng(-1.0), rng(1.0)],
+     {"num_hidden": 5})
+case("fc_nobias_u8", "quantized_fully_connected",
+     [du8, w, rng(0.0), rng(1.0), rng(-0.5), rng(0.5)], {"num_hidden": 5, "no_bias": True},
+     ["data", "weight", "min_data", "max_data", "min_weight", "max_weight"])
+case("fc_u8_bias", "quantized_fully_connected",
+     [du8, w, b, rng(0.0), rng(3.0), rng(-0.25), rng(0.5), rng(-2.0), rng(0.5)],
+     {"num_hidden": 5})
+case("fc_noflatten", "quantized_fully_connected",
+     [i8(2, 3, 4), i8(6, 4), i8(6), rng(-1.0), rng(1.0), rng(-1.0), rng(1.0), rng(-3.0),
+      rng(3.0)], {"num_hidden": 6, "flatten": False})
+
 x = np.concatenate([rs.randn(5000), 0.1 * rs.randn(20000)]).astype(F)
 th = float(np.abs(x).max())
 for nb, nq in ((21, 5), (41, 7), (1001, 255), (9, 1), (101, 100)):
@@ -93,8 +113,8 @@ def enc(a):
 
 
 out = []
-for name, op, inputs, params in CASES:
-    res = run(op, inputs, params)
+for name, op, inputs, params, argnames in CASES:
+    res = run(op, inputs, params, argnames)
     out.append({"name": name, "op": op, "params": params, "inputs": [enc(a) for a in inputs],
                 "outputs": [enc(r) for r in res]})
 dest = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).with_name("ops.json")
