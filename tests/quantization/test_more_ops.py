@@ -116,6 +116,21 @@ def test_quantized_fully_connected_uses_fully_connected_shapes():
                                                 num_hidden=1, no_bias=True)
 
 
+def test_quantized_pooling_refuses_what_mxnet_refuses():
+    x, r = _nd(np.zeros((1, 1, 4, 4)), "int8"), [_nd([-1.0]), _nd([1.0])]
+    for kw, msg in (({"pool_type": "sum"}, "max and avg"), ({"layout": "NHWC"}, "NCHW"),
+                    ({"pool_type": "lp", "p_value": 2}, "max and avg")):
+        with pytest.raises(NNSymError, match=msg):
+            mx.nd.contrib.quantized_pooling(x, *r, kernel=(2, 2), **kw)
+    with pytest.raises(ShapeError, match="4-D or 5-D"):
+        mx.nd.contrib.quantized_pooling(_nd(np.zeros((1, 1, 4)), "int8"), *r, kernel=(2,))
+    with pytest.raises(DTypeError, match="int8 or uint8"):
+        mx.nd.contrib.quantized_pooling(_nd(np.zeros((1, 1, 4, 4))), *r, kernel=(2, 2))
+    s = mx.sym.contrib.quantized_pooling(kernel=(2, 2), stride=(2, 2), name="p")
+    assert s.list_arguments() == ["p_data", "p_min_data", "p_max_data"]
+    assert s.infer_shape(p_data=(2, 3, 6, 7))[1] == [(2, 3, 3, 3), (1,), (1,)]
+
+
 def test_a_failed_mxnet_check_gives_nan():
     # A bin smoothed to a negative value: MXNet's CHECK aborts the process (it throws inside an
     # OpenMP region); nnsym's kernels cannot raise, so both outputs are NaN.
@@ -131,7 +146,7 @@ def test_a_failed_mxnet_check_gives_nan():
 
 @pytest.mark.parametrize(("name", "zero_grad"), [
     ("_contrib_quantize_asym", True), ("_contrib_quantized_elemwise_mul", True),
-    ("_contrib_quantized_fully_connected", True),
+    ("_contrib_quantized_fully_connected", True), ("_contrib_quantized_pooling", True),
     ("_contrib_quantized_elemwise_add", False), ("_contrib_calibrate_entropy", False)])
 def test_not_differentiable_as_in_mxnet(name, zero_grad):
     """MXNet registers zero gradients (MakeZeroGradNodes) for quantize_asym,

@@ -90,6 +90,25 @@ case("fc_noflatten", "quantized_fully_connected",
      [i8(2, 3, 4), i8(6, 4), i8(6), rng(-1.0), rng(1.0), rng(-1.0), rng(1.0), rng(-3.0),
       rng(3.0)], {"num_hidden": 6, "flatten": False})
 
+# quantized_pooling: 4-D/5-D NC(D)HW int8/uint8, max and avg
+PA = ["data", "min_data", "max_data"]
+p8, pu8 = i8(2, 3, 5, 6), u8(1, 2, 5, 5)
+for tag, x_, kw in (
+        ("max", p8, {"kernel": (2, 2)}),
+        ("max_full", p8, {"kernel": (3, 3), "stride": (2, 2), "pooling_convention": "full"}),
+        ("avg", p8, {"kernel": (2, 2), "pool_type": "avg"}),
+        ("avg_pad", p8, {"kernel": (3, 3), "pool_type": "avg", "stride": (1, 1), "pad": (1, 1)}),
+        ("avg_nopad", p8, {"kernel": (3, 3), "pool_type": "avg", "stride": (2, 2),
+                           "pad": (1, 1), "count_include_pad": False}),
+        ("avg_full", p8, {"kernel": (3, 3), "pool_type": "avg", "stride": (2, 2),
+                          "pooling_convention": "full"}),
+        ("avg_u8", pu8, {"kernel": (3, 3), "pool_type": "avg", "stride": (2, 2)}),
+        ("global", p8, {"kernel": (1, 1), "pool_type": "avg", "global_pool": True}),
+        ("max_3d", i8(1, 2, 4, 4, 5), {"kernel": (2, 2, 2), "stride": (1, 2, 2)}),
+        ("avg_3d", i8(1, 2, 4, 4, 5), {"kernel": (2, 3, 3), "pool_type": "avg",
+                                       "pad": (1, 1, 1)})):
+    case(f"pool_{tag}", "quantized_pooling", [x_, rng(-2.0), rng(1.0)], kw, PA)
+
 x = np.concatenate([rs.randn(5000), 0.1 * rs.randn(20000)]).astype(F)
 th = float(np.abs(x).max())
 for nb, nq in ((21, 5), (41, 7), (1001, 255), (9, 1), (101, 100)):
