@@ -131,6 +131,25 @@ def test_quantized_pooling_refuses_what_mxnet_refuses():
     assert s.infer_shape(p_data=(2, 3, 6, 7))[1] == [(2, 3, 3, 3), (1,), (1,)]
 
 
+def test_quantized_conv_shapes_and_refusals():
+    s = mx.sym.contrib.quantized_conv(kernel=(3, 3), num_filter=4, pad=(1, 1), name="c")
+    assert s.list_arguments()[:3] == ["c_data", "c_weight", "c_bias"]
+    args, outs, _ = s.infer_shape(c_data=(2, 3, 5, 6))
+    assert args[:3] == [(2, 3, 5, 6), (4, 3, 3, 3), (4,)] and outs == [(2, 4, 5, 6), (1,), (1,)]
+    x, w, r = _nd(np.zeros((1, 2, 4, 4)), "uint8"), _nd(np.zeros((2, 1, 3, 3)), "int8"), \
+        [_nd([-1.0]), _nd([1.0])] * 2
+    with pytest.raises(ShapeError, match="num_group"):
+        mx.nd.contrib.quantized_conv(x, w, *r, kernel=(3, 3), num_filter=2, num_group=2,
+                                     no_bias=True)
+    with pytest.raises(ShapeError, match="2-D"):
+        mx.nd.contrib.quantized_conv(_nd(np.zeros((1, 2, 4)), "uint8"),
+                                     _nd(np.zeros((2, 2, 3)), "int8"), *r, kernel=(3,),
+                                     num_filter=2, no_bias=True)
+    with pytest.raises(DTypeError, match="int8 or uint8"):
+        mx.nd.contrib.quantized_conv(_nd(np.zeros((1, 1, 4, 4))), w, *r, kernel=(3, 3),
+                                     num_filter=2, no_bias=True)
+
+
 def test_a_failed_mxnet_check_gives_nan():
     # A bin smoothed to a negative value: MXNet's CHECK aborts the process (it throws inside an
     # OpenMP region); nnsym's kernels cannot raise, so both outputs are NaN.
@@ -147,6 +166,7 @@ def test_a_failed_mxnet_check_gives_nan():
 @pytest.mark.parametrize(("name", "zero_grad"), [
     ("_contrib_quantize_asym", True), ("_contrib_quantized_elemwise_mul", True),
     ("_contrib_quantized_fully_connected", True), ("_contrib_quantized_pooling", True),
+    ("_contrib_quantized_conv", True),
     ("_contrib_quantized_elemwise_add", False), ("_contrib_calibrate_entropy", False)])
 def test_not_differentiable_as_in_mxnet(name, zero_grad):
     """MXNet registers zero gradients (MakeZeroGradNodes) for quantize_asym,

@@ -109,6 +109,24 @@ for tag, x_, kw in (
                                        "pad": (1, 1, 1)})):
     case(f"pool_{tag}", "quantized_pooling", [x_, rng(-2.0), rng(1.0)], kw, PA)
 
+# quantized_conv: the pip build takes uint8 NCHW/NCDHW data and num_group=1 only
+CA = ["data", "weight", "bias", "min_data", "max_data", "min_weight", "max_weight", "min_bias",
+      "max_bias"]
+CN = ["data", "weight", "min_data", "max_data", "min_weight", "max_weight"]
+cu8 = u8(2, 3, 5, 6)
+case("conv", "quantized_conv",
+     [cu8, i8(4, 3, 2, 2), i8(4), rng(0.0), rng(1.0), rng(-0.5), rng(0.5), rng(-1.0), rng(1.0)],
+     {"kernel": (2, 2), "num_filter": 4}, CA)
+case("conv_bias_range", "quantized_conv",
+     [cu8, i8(4, 3, 3, 3), i8(4), rng(0.0), rng(3.0), rng(-0.25), rng(0.5), rng(-7.0),
+      rng(2.0)], {"kernel": (3, 3), "num_filter": 4, "pad": (1, 1), "stride": (2, 1)}, CA)
+case("conv_nobias_dilate", "quantized_conv",
+     [cu8, i8(2, 3, 2, 3), rng(0.0), rng(2.0), rng(-1.0), rng(0.5)],
+     {"kernel": (2, 3), "num_filter": 2, "no_bias": True, "dilate": (2, 1), "pad": (0, 1)}, CN)
+case("conv_3d", "quantized_conv",
+     [u8(1, 2, 3, 4, 4), i8(3, 2, 2, 2, 2), i8(3), rng(0.0), rng(1.0), rng(-0.5), rng(0.5),
+      rng(-1.0), rng(1.0)], {"kernel": (2, 2, 2), "num_filter": 3}, CA)
+
 x = np.concatenate([rs.randn(5000), 0.1 * rs.randn(20000)]).astype(F)
 th = float(np.abs(x).max())
 for nb, nq in ((21, 5), (41, 7), (1001, 255), (9, 1), (101, 100)):
