@@ -45,6 +45,7 @@ from nnsym.ops.quantization import (  # noqa: F401
     calibrate,
     concat,
     qconv,
+    qembedding,
     qfully_connected,
     qpooling,
     quantize,

@@ -150,6 +150,16 @@ def test_quantized_conv_shapes_and_refusals():
                                      num_filter=2, no_bias=True)
 
 
+def test_quantized_embedding_shapes_and_refusals():
+    s = mx.sym.contrib.quantized_embedding(input_dim=6, output_dim=4, name="e")
+    assert s.list_arguments() == ["e_data", "e_weight", "e_min_weight", "e_max_weight"]
+    args, outs, _ = s.infer_shape(e_data=(2, 3))
+    assert args[1] == (6, 4) and outs == [(2, 3, 4), (1,), (1,)]
+    with pytest.raises(DTypeError, match="int8"):
+        mx.nd.contrib.quantized_embedding(_nd([0.0]), _nd(np.zeros((6, 4)), "uint8"),
+                                          _nd([-1.0]), _nd([1.0]), input_dim=6, output_dim=4)
+
+
 def test_a_failed_mxnet_check_gives_nan():
     # A bin smoothed to a negative value: MXNet's CHECK aborts the process (it throws inside an
     # OpenMP region); nnsym's kernels cannot raise, so both outputs are NaN.
@@ -166,7 +176,7 @@ def test_a_failed_mxnet_check_gives_nan():
 @pytest.mark.parametrize(("name", "zero_grad"), [
     ("_contrib_quantize_asym", True), ("_contrib_quantized_elemwise_mul", True),
     ("_contrib_quantized_fully_connected", True), ("_contrib_quantized_pooling", True),
-    ("_contrib_quantized_conv", True),
+    ("_contrib_quantized_conv", True), ("_contrib_quantized_embedding", True),
     ("_contrib_quantized_elemwise_add", False), ("_contrib_calibrate_entropy", False)])
 def test_not_differentiable_as_in_mxnet(name, zero_grad):
     """MXNet registers zero gradients (MakeZeroGradNodes) for quantize_asym,

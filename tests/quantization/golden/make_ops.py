@@ -127,6 +127,16 @@ case("conv_3d", "quantized_conv",
      [u8(1, 2, 3, 4, 4), i8(3, 2, 2, 2, 2), i8(3), rng(0.0), rng(1.0), rng(-0.5), rng(0.5),
       rng(-1.0), rng(1.0)], {"kernel": (2, 2, 2), "num_filter": 3}, CA)
 
+# quantized_embedding: indices truncated and clipped; int8 weight
+EA = ["data", "weight", "min_weight", "max_weight"]
+ew = i8(6, 4)
+case("embed", "quantized_embedding",
+     [np.array([[0, 5, 2], [1, 1, 3]], F), ew, rng(-2.0), rng(1.0)],
+     {"input_dim": 6, "output_dim": 4}, EA)
+case("embed_clip", "quantized_embedding",
+     [np.array([-1.0, 2.7, 5.9, 9.0, -0.5], F), ew, rng(-0.5), rng(3.0)],
+     {"input_dim": 6, "output_dim": 4}, EA)
+
 x = np.concatenate([rs.randn(5000), 0.1 * rs.randn(20000)]).astype(F)
 th = float(np.abs(x).max())
 for nb, nq in ((21, 5), (41, 7), (1001, 255), (9, 1), (101, 100)):
