@@ -44,6 +44,7 @@ from nnsym.ops.quantization import (  # noqa: F401
     asym,
     calibrate,
     concat,
+    qbatch_norm,
     qconv,
     qembedding,
     qfully_connected,

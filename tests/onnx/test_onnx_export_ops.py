@@ -101,7 +101,8 @@ UNMAPPED |= {"_contrib_dequantize", "_contrib_quantize", "_contrib_quantize_v2",
 UNMAPPED |= {"_contrib_quantize_asym", "_contrib_quantized_elemwise_add",
              "_contrib_quantized_elemwise_mul", "_contrib_calibrate_entropy",
              "_contrib_quantized_fully_connected", "_contrib_quantized_pooling",
-             "_contrib_quantized_conv", "_contrib_quantized_embedding"}
+             "_contrib_quantized_conv", "_contrib_quantized_embedding",
+             "_contrib_quantized_batch_norm"}
 
 
 def _refused(op: OpDef, ex: Example) -> bool:

@@ -160,6 +160,20 @@ def test_quantized_embedding_shapes_and_refusals():
                                           _nd([-1.0]), _nd([1.0]), input_dim=6, output_dim=4)
 
 
+def test_quantized_batch_norm_names_and_refusals():
+    s = mx.sym.contrib.quantized_batch_norm(name="b", min_calib_range=-1.0, max_calib_range=1.0)
+    assert s.list_arguments() == ["b_data", "b_gamma", "b_beta", "b_min_data", "b_max_data"]
+    assert s.list_auxiliary_states() == ["b_moving_mean", "b_moving_var"]
+    args, outs, aux = s.infer_shape(b_data=(2, 3, 4, 4))
+    assert args[1] == (3,) and aux == [(3,), (3,)] and outs == [(2, 3, 4, 4), (1,), (1,)]
+    v = [_nd(np.ones(3))] * 4 + [_nd([-1.0]), _nd([1.0])]
+    with pytest.raises(NNSymError, match="min_calib_range"):
+        mx.nd.contrib.quantized_batch_norm(_nd(np.zeros((1, 3, 2, 2)), "int8"), *v)
+    with pytest.raises(DTypeError, match="int8 or uint8"):
+        mx.nd.contrib.quantized_batch_norm(_nd(np.zeros((1, 3, 2, 2))), *v,
+                                           min_calib_range=-1.0, max_calib_range=1.0)
+
+
 def test_a_failed_mxnet_check_gives_nan():
     # A bin smoothed to a negative value: MXNet's CHECK aborts the process (it throws inside an
     # OpenMP region); nnsym's kernels cannot raise, so both outputs are NaN.
@@ -177,6 +191,7 @@ def test_a_failed_mxnet_check_gives_nan():
     ("_contrib_quantize_asym", True), ("_contrib_quantized_elemwise_mul", True),
     ("_contrib_quantized_fully_connected", True), ("_contrib_quantized_pooling", True),
     ("_contrib_quantized_conv", True), ("_contrib_quantized_embedding", True),
+    ("_contrib_quantized_batch_norm", True),
     ("_contrib_quantized_elemwise_add", False), ("_contrib_calibrate_entropy", False)])
 def test_not_differentiable_as_in_mxnet(name, zero_grad):
     """MXNet registers zero gradients (MakeZeroGradNodes) for quantize_asym,

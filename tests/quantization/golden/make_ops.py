@@ -37,7 +37,9 @@ def run(op, inputs, params, argnames=None):
         s = getattr(mx.sym.contrib, op)(**dict(zip(argnames, syms)), **params)
     else:
         s = getattr(mx.sym.contrib, op)(*syms, **params)
-    ex = s.bind(mx.cpu(), {n: mx.nd.array(a, dtype=a.dtype) for n, a in zip(names, inputs)})
+    arrays = {n: mx.nd.array(a, dtype=a.dtype) for n, a in zip(names, inputs)}
+    aux = {n: arrays.pop(n) for n in s.list_auxiliary_states()}
+    ex = s.bind(mx.cpu(), arrays, aux_states=aux)
     return [o.asnumpy() for o in ex.forward()]
 
 
@@ -136,6 +138,18 @@ case("embed", "quantized_embedding",
 case("embed_clip", "quantized_embedding",
      [np.array([-1.0, 2.7, 5.9, 9.0, -0.5], F), ew, rng(-0.5), rng(3.0)],
      {"input_dim": 6, "output_dim": 4}, EA)
+
+# quantized_batch_norm: calibrated output range only (MXNet refuses the rest)
+BA = ["data", "gamma", "beta", "moving_mean", "moving_var", "min_data", "max_data"]
+C = 4
+g, be = rs.uniform(0.2, 2, C).astype(F), rs.uniform(-1, 1, C).astype(F)
+mm, mv = rs.uniform(-1, 1, C).astype(F), rs.uniform(0.1, 2, C).astype(F)
+for tag, x_, lo, hi in (("i8", i8(3, C, 5, 5), -2.0, 1.5), ("u8", u8(3, C, 5, 5), 0.0, 3.0)):
+    for clo, chi in ((-3.0, 3.0), (-1.0, 5.0)):
+        case(f"bn_{tag}_{clo}_{chi}", "quantized_batch_norm", [x_, g, be, mm, mv, rng(lo), rng(hi)],
+             {"min_calib_range": clo, "max_calib_range": chi, "eps": 1e-3}, BA)
+case("bn_eps_nofix", "quantized_batch_norm", [i8(2, C, 3, 3), g, be, mm, mv, rng(-1.0), rng(1.0)],
+     {"min_calib_range": -2.0, "max_calib_range": 2.0, "eps": 1e-5, "fix_gamma": False}, BA)
 
 x = np.concatenate([rs.randn(5000), 0.1 * rs.randn(20000)]).astype(F)
 th = float(np.abs(x).max())
