@@ -139,9 +139,12 @@ QUANTIZED_FULLY_CONNECTED = register(
         examples=(
             Example(((2, 5), (3, 5), (3,), (1,), (1,), (1,), (1,), (1,), (1,)),
                     {"num_hidden": 3}, in_dtypes=_I, ints=_R),
-            Example(((2, 3, 4), (6, 12), (1,), (1,), (1,), (1,)),
-                    {"num_hidden": 6, "no_bias": True}, in_dtypes=("uint8", "int8") + _I[3:7],
-                    ints={0: (0, 256), 1: (-128, 128)}),
+            # NOTE: no no_bias example here: the MXNet fixture maker passes inputs
+            # positionally, and MXNet's creator then feeds min_data into bias (tests/quantization
+            # covers no_bias against MXNet with named inputs)
+            Example(((2, 3, 4), (6, 12), (6,), (1,), (1,), (1,), (1,), (1,), (1,)),
+                    {"num_hidden": 6}, in_dtypes=("uint8",) + _I[1:],
+                    ints={0: (0, 256), 1: (-128, 128), 2: (-128, 128)}),
             Example(((2, 3, 4), (5, 4), (5,), (1,), (1,), (1,), (1,), (1,), (1,)),
                     {"num_hidden": 5, "flatten": False}, in_dtypes=_I, ints=_R),
         ),
