@@ -40,7 +40,19 @@ from nnsym.ops.nn import (  # noqa: F401
     sequence,
 )
 from nnsym.ops.optim import updates  # noqa: F401
-from nnsym.ops.quantization import concat, quantize, simple  # noqa: F401
+from nnsym.ops.quantization import (  # noqa: F401
+    arith,
+    asym,
+    calibrate,
+    concat,
+    qbatch_norm,
+    qconv,
+    qembedding,
+    qfully_connected,
+    qpooling,
+    quantize,
+    simple,
+)
 from nnsym.ops.random import pdf, permute, sample, unique_zipfian  # noqa: F401
 from nnsym.ops.reduce import (  # noqa: F401
     broadcast_reduce,

@@ -91,6 +91,13 @@ UNMAPPED |= {
 UNMAPPED |= {"_contrib_dequantize", "_contrib_quantize", "_contrib_quantize_v2",
              "_contrib_requantize", "_contrib_quantized_act", "_contrib_quantized_flatten",
              "_contrib_quantized_concat"}
+# More quantization operators (MXNet's own scale/shift/range conventions; calibrate_entropy is a
+# calibration-time search with no ONNX counterpart).
+UNMAPPED |= {"_contrib_quantize_asym", "_contrib_quantized_elemwise_add",
+             "_contrib_quantized_elemwise_mul", "_contrib_calibrate_entropy",
+             "_contrib_quantized_fully_connected", "_contrib_quantized_pooling",
+             "_contrib_quantized_conv", "_contrib_quantized_embedding",
+             "_contrib_quantized_batch_norm"}
 
 
 def _refused(op: OpDef, ex: Example) -> bool:
