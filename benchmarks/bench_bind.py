@@ -9,7 +9,8 @@ C compiler) during the bind, the kernel cache's compile and disk-hit counts, and
 load average before and after: on a loaded machine wall times grow with the load (2 cores), the
 CPU seconds much less.
 
-Usage: ``python benchmarks/bench_bind.py [--rounds 3] [--root CHECKOUT] [--profile cold|warm]``
+Usage: ``python benchmarks/bench_bind.py [--rounds 3 | --quick] [--root CHECKOUT]
+[--profile cold|warm]``
 (``--root``: the nnsym checkout to measure, e.g. a worktree of an older commit, for A/B runs).
 Prints one JSON line per process, then the medians against the goals."""
 
@@ -86,12 +87,15 @@ def child(root: Path, cache: str, batch: int, side: int, profile: bool) -> dict[
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="one round")
     ap.add_argument("--root", type=Path, default=ROOT, help="nnsym checkout to measure")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--side", type=int, default=64)
     ap.add_argument("--profile", choices=("cold", "warm"), default=None,
                     help="print cProfile's top functions of that bind (first round) to stderr")
     a = ap.parse_args()
+    if a.quick:
+        a.rounds = 1
     rows: dict[str, list[dict[str, object]]] = {"cold": [], "warm": []}
     start = time.perf_counter()
     for rnd in range(a.rounds):
