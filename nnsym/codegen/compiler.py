@@ -1,5 +1,6 @@
-"""Build kernels: one translation unit and one compiler call per build, loaded through cffi's
-ABI mode (plain C, no Python.h: about 3x faster to compile than API mode).
+"""Build kernels: one translation unit and one compiler call per unit (a build is one unit, or
+several on an idle machine), called through cffi's ABI mode (plain C, no Python.h: about 3x
+faster to compile than API mode): the dynamic loader's addresses cast to the one kernel type.
 
 Flags: ``-O3 -fno-math-errno -ffp-contract=off`` (no FMA contraction, so results agree with
 numpy bit for bit where the math allows), explicit ISA flags from /proc/cpuinfo instead of
@@ -52,7 +53,6 @@ from nnsym.codegen.cache import (
 from nnsym.codegen.render import (
     render_unit,
     renderer_digest,
-    signature,
     template_digest,
     template_info,
 )
@@ -483,7 +483,6 @@ def unit_key(specs: Sequence[KernelSpec], vm: Sequence[str], blas_int: str, fl: 
 
 
 PROLOGUE = "prologue.c.j2"
-SET_BLAS_CDEF = "void nnsym_set_blas(void *s, void *d, void *sv, void *dv, void *par, void *thr);"
 
 
 def _cached_entry(key: str) -> Path | None:
@@ -547,22 +546,36 @@ def _load_units(keyed: list[tuple[list[KernelSpec], str]], entries: dict[str, Pa
             lib = _open(key, entry, u)
         with _CFFI_LOCK:
             for spec in u:
-                _FUNCS[spec.name] = getattr(lib, spec.name)
+                _FUNCS[spec.name] = lib.kernels[spec.name]
 
 
-def _open(key: str, entry: Path, specs: list[KernelSpec]) -> Any:
+SET_BLAS_T = "void (*)(void *, void *, void *, void *, void *, void *)"
+
+
+class _Unit:
+    """A loaded unit: its kernels as cffi function pointers of the one kernel type, at the
+    addresses the dynamic loader gives (no cffi cdef to parse per unit), and the loader's
+    handle, kept alive."""
+
+    def __init__(self, path: Path, names: Sequence[str]) -> None:
+        self.handle = ctypes.CDLL(str(path))
+        self.kernels = {n: FFI.cast("nnsym_kernel_t", self.address(n)) for n in names}
+
+    def address(self, name: str) -> int:
+        return int(ctypes.cast(getattr(self.handle, name), ctypes.c_void_p).value or 0)
+
+
+def _open(key: str, entry: Path, specs: list[KernelSpec]) -> _Unit:
     """dlopen a unit's library and hand it the BLAS and the runtime's pool."""
-    cdef = "\n".join([signature(s.name) for s in specs] + [SET_BLAS_CDEF])
-    rt = runtime()
+    rt = runtime()  # also declares nnsym_kernel_t
     with _CFFI_LOCK:
-        FFI.cdef(cdef, override=True)
         try:
-            lib = FFI.dlopen(str(entry / "lib.so"))
-        except OSError as e:
+            lib = _Unit(entry / "lib.so", [s.name for s in specs] + ["nnsym_set_blas"])
+        except (OSError, AttributeError) as e:
             raise CompileError(f"cannot load compiled kernels {entry}: {e}") from None
-        lib.nnsym_set_blas(*(FFI.cast("void *", ptr) for ptr in blas().pointers),
-                           FFI.cast("void *", rt.nnsym_parallel),
-                           FFI.cast("void *", rt.nnsym_get_threads))
+        set_blas = FFI.cast(SET_BLAS_T, lib.address("nnsym_set_blas"))
+        set_blas(*(FFI.cast("void *", ptr) for ptr in blas().pointers),
+                 FFI.cast("void *", rt.nnsym_parallel), FFI.cast("void *", rt.nnsym_get_threads))
         _LIBS[key] = lib
     return lib
 
