@@ -1,5 +1,6 @@
-"""Build kernels: one translation unit and one compiler call per build, loaded through cffi's
-ABI mode (plain C, no Python.h: about 3x faster to compile than API mode).
+"""Build kernels: one translation unit and one compiler call per unit (a build is one unit, or
+several on an idle machine), called through cffi's ABI mode (plain C, no Python.h: about 3x
+faster to compile than API mode): the dynamic loader's addresses cast to the one kernel type.
 
 Flags: ``-O3 -fno-math-errno -ffp-contract=off`` (no FMA contraction, so results agree with
 numpy bit for bit where the math allows), explicit ISA flags from /proc/cpuinfo instead of
@@ -32,7 +33,7 @@ import sysconfig
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,10 +45,17 @@ from nnsym.codegen.cache import (
     build_cached,
     cache_key,
     cache_root,
+    entry_dir,
     file_sha256,
     prune_failed,
+    verify,
 )
-from nnsym.codegen.render import render_unit, signature
+from nnsym.codegen.render import (
+    render_unit,
+    renderer_digest,
+    template_digest,
+    template_info,
+)
 from nnsym.errors import NNSymError, ThreadCountError, warn
 from nnsym.ir.spec import KernelSpec
 
@@ -404,58 +412,172 @@ def blas() -> Blas:
     return _BLAS
 
 
-# Above this many new kernels a build is split into one translation unit per core, compiled
-# concurrently (each gcc call has ~70 ms of fixed cost; a 1000-kernel unit takes ~25 s alone).
-PARALLEL_THRESHOLD = 64
+# A large build can be split into units, one compiler call each, compiled concurrently: one unit
+# per core (at most MAX_UNITS), each of at least UNIT_WEIGHT characters of template (about
+# 0.1-0.25 s of gcc -O3 time; each gcc call also costs ~40-70 ms of fixed work). The weights
+# come from the templates' text, known before anything is rendered, so a set of kernels splits
+# the same way in every process on the machine and each unit's key is looked up unrendered.
+# Splitting only pays where cores are idle: on a loaded machine (the kernel's autogroup
+# scheduling gives a session one share however many processes it runs) two units took as long
+# as one or longer (its extra prologue and process), so a build is split only while the load
+# average leaves a core free; lookups try both forms.
+UNIT_WEIGHT = 20_000
+MAX_UNITS = 8
 
 
 def functions(specs: Sequence[KernelSpec]) -> list[Any]:
     """The compiled function of every spec; builds the missing ones (one compiler call per
-    build, or one per core for large builds)."""
+    unit; a large build on an idle machine is split into units compiled concurrently)."""
     with _LOCK:
+        names = [s.name for s in specs]
         missing: dict[str, KernelSpec] = {}
-        for s in specs:
-            if s.name not in _FUNCS:
-                missing.setdefault(s.name, s)
-        todo = sorted(missing.values(), key=lambda s: s.name)
-        if len(todo) > PARALLEL_THRESHOLD:
-            n = max(1, min(os.cpu_count() or 1, 8))
-            chunks = [todo[i::n] for i in range(n)]
-            with concurrent.futures.ThreadPoolExecutor(n) as pool:
-                list(pool.map(_load, chunks))
-        elif todo:
-            _load(todo)
-        return [_FUNCS[s.name] for s in specs]
+        for n, s in zip(names, specs):
+            if n not in _FUNCS:
+                missing.setdefault(n, s)
+        if missing:
+            _load_set([missing[n] for n in sorted(missing)])
+        return [_FUNCS[n] for n in names]
 
 
-SET_BLAS_CDEF = "void nnsym_set_blas(void *s, void *d, void *sv, void *dv, void *par, void *thr);"
+def _weight(spec: KernelSpec) -> int:
+    return template_info(spec.template)[1]
 
 
-def _load(specs: list[KernelSpec]) -> None:
-    specs = sorted(specs, key=lambda s: s.name)
-    vm = vector_math()
-    source = render_unit(specs, vm, blas().int_type)
-    cdef = "\n".join([signature(s.name) for s in specs] + [SET_BLAS_CDEF])
-    fl, lf = flags(), link_flags()
-    key = library_key(source, fl, lf, cdef=cdef)
-    if key in _LIBS:
-        lib = _LIBS[key]
-    else:
-        entry = build_library(key, source, fl, lf, cdef=cdef)
-        rt = runtime()
-        with _CFFI_LOCK:
-            FFI.cdef(cdef, override=True)
-            try:
-                lib = FFI.dlopen(str(entry / "lib.so"))
-            except OSError as e:
-                raise CompileError(f"cannot load compiled kernels {entry}: {e}") from None
-            lib.nnsym_set_blas(*(FFI.cast("void *", ptr) for ptr in blas().pointers),
-                               FFI.cast("void *", rt.nnsym_parallel),
-                               FFI.cast("void *", rt.nnsym_get_threads))
-            _LIBS[key] = lib
+def split_count(specs: Sequence[KernelSpec]) -> int:
+    """How many units ``specs`` split into when split (1: too small to split)."""
+    total = sum(_weight(s) for s in specs)
+    return max(1, min(os.cpu_count() or 1, MAX_UNITS, len(specs), total // UNIT_WEIGHT))
+
+
+def units(specs: Sequence[KernelSpec], n: int) -> list[list[KernelSpec]]:
+    """``specs`` in ``n`` translation units of about equal template weight (largest first, each
+    to the lightest unit), each unit sorted by name; deterministic for a set of specs."""
+    if n <= 1:
+        return [sorted(specs, key=lambda s: s.name)]
+    out: list[list[KernelSpec]] = [[] for _ in range(n)]
+    loads = [0] * n
+    for s in sorted(specs, key=lambda s: (-_weight(s), s.name)):
+        i = min(range(n), key=lambda k: (loads[k], k))
+        out[i].append(s)
+        loads[i] += _weight(s)
+    return [sorted(u, key=lambda s: s.name) for u in out if u]
+
+
+def _cores_free() -> bool:
+    """The 1-minute load average leaves at least half a core idle."""
+    try:
+        return os.getloadavg()[0] < (os.cpu_count() or 1) - 0.5
+    except OSError:
+        return False
+
+
+def unit_key(specs: Sequence[KernelSpec], vm: Sequence[str], blas_int: str, fl: list[str],
+             lf: list[str]) -> str:
+    """The cache key of one unit, computed without rendering it: the specs (their names hash
+    template and context), the digests of their templates (with everything they import), of
+    the prologue and of the renderer, and what the compiler sees besides the source."""
+    return cache_key(format=2, kernels=[[s.name, template_digest(s.template)] for s in specs],
+                     prologue=template_digest(PROLOGUE), renderer=renderer_digest(),
+                     vector_math=list(vm), blas_int=blas_int, compiler=compiler_id(), flags=fl,
+                     link=lf, machine=platform.machine())
+
+
+PROLOGUE = "prologue.c.j2"
+
+
+def _cached_entry(key: str) -> Path | None:
+    """The verified cache entry of ``key`` in the cache in use, or None (a miss)."""
+    final = entry_dir(key)
+    return final if final.is_dir() and verify(final, key) else None
+
+
+def _load_set(specs: list[KernelSpec]) -> None:
+    """Load ``specs``: as split units where every unit is this process's or on disk, else as one
+    unit where that is, else build (split where cores are free) what is missing."""
+    vm, bint, fl, lf = vector_math(), blas().int_type, flags(), link_flags()
+    n = split_count(specs)
+    forms = [[(u, unit_key(u, vm, bint, fl, lf)) for u in units(specs, k)]
+             for k in dict.fromkeys((n, 1))]
+    found: list[dict[str, Path]] = []
+    for form in forms:
+        hits = {key: e for key, e in ((key, _cached_entry(key)) for _, key in form
+                                      if key not in _LIBS) if e is not None}
+        if all(key in _LIBS or key in hits for _, key in form):
+            _load_units(form, hits, vm, bint, fl, lf)
+            return
+        found.append(hits)
+    pick = 0 if _cores_free() else len(forms) - 1
+    _load_units(forms[pick], found[pick], vm, bint, fl, lf)
+
+
+def _load_units(keyed: list[tuple[list[KernelSpec], str]], entries: dict[str, Path],
+                vm: Sequence[str], bint: str, fl: list[str], lf: list[str]) -> None:
+    """Load every unit: from this process's libraries, the disk entries found (``entries``), or
+    rendered and compiled. Several builds (and the C runtime, when it is not loaded yet) compile
+    concurrently; the next unit renders while earlier ones compile."""
+    entries = dict(entries)
     with _CFFI_LOCK:
-        for spec in specs:
-            _FUNCS[spec.name] = getattr(lib, spec.name)
+        STATS["disk_hits"] += len(entries)
+    builds = [(u, key) for u, key in keyed if key not in _LIBS and key not in entries]
+    need_runtime = _RUNTIME is None
+    if len(builds) > 1 or (builds and need_runtime):
+        with concurrent.futures.ThreadPoolExecutor(len(builds) + need_runtime) as pool:
+            futures: list[concurrent.futures.Future[Any]] = []
+            if need_runtime:
+                futures.append(pool.submit(runtime))
+            built: list[tuple[str, concurrent.futures.Future[Any]]] = []
+            for u, key in sorted(builds, key=lambda b: -sum(_weight(s) for s in b[0])):
+                source = render_unit(u, vm, bint)
+                f = pool.submit(build_library, key, source, fl, lf,
+                                kernels=[s.name for s in u])
+                futures.append(f)
+                built.append((key, f))
+            concurrent.futures.wait(futures)
+            for f in futures:
+                f.result()  # the first error, once every compiler call has finished
+            entries.update((key, f.result()) for key, f in built)
+    for u, key in keyed:
+        lib = _LIBS.get(key)
+        if lib is None:
+            entry = entries.get(key)
+            if entry is None:
+                entry = build_library(key, functools.partial(render_unit, u, vm, bint), fl, lf,
+                                      kernels=[s.name for s in u])
+            lib = _open(key, entry, u)
+        with _CFFI_LOCK:
+            for spec in u:
+                _FUNCS[spec.name] = lib.kernels[spec.name]
+
+
+SET_BLAS_T = "void (*)(void *, void *, void *, void *, void *, void *)"
+
+
+class _Unit:
+    """A loaded unit: its kernels as cffi function pointers of the one kernel type, at the
+    addresses the dynamic loader gives (no cffi cdef to parse per unit), and the loader's
+    handle, kept alive."""
+
+    def __init__(self, path: Path, names: Sequence[str]) -> None:
+        self.handle = ctypes.CDLL(str(path))
+        self.kernels = {n: FFI.cast("nnsym_kernel_t", self.address(n)) for n in names}
+
+    def address(self, name: str) -> int:
+        return int(ctypes.cast(getattr(self.handle, name), ctypes.c_void_p).value or 0)
+
+
+def _open(key: str, entry: Path, specs: list[KernelSpec]) -> _Unit:
+    """dlopen a unit's library and hand it the BLAS and the runtime's pool."""
+    rt = runtime()  # also declares nnsym_kernel_t
+    with _CFFI_LOCK:
+        try:
+            lib = _Unit(entry / "lib.so", [s.name for s in specs] + ["nnsym_set_blas"])
+        except (OSError, AttributeError) as e:
+            raise CompileError(f"cannot load compiled kernels {entry}: {e}") from None
+        set_blas = FFI.cast(SET_BLAS_T, lib.address("nnsym_set_blas"))
+        set_blas(*(FFI.cast("void *", ptr) for ptr in blas().pointers),
+                 FFI.cast("void *", rt.nnsym_parallel), FFI.cast("void *", rt.nnsym_get_threads))
+        _LIBS[key] = lib
+    return lib
 
 
 RUNTIME_SOURCE = Path(__file__).resolve().parent.parent / "runtime" / "runlib.c"
@@ -546,15 +668,17 @@ def library_key(source: str, fl: list[str], lf: list[str], **meta: Any) -> str:
                      machine=platform.machine(), **meta)
 
 
-def build_library(key: str, source: str, fl: list[str], lf: list[str], **meta: Any) -> Path:
-    """The cache entry (a directory holding ``lib.so``) for ``key``, compiling ``source`` with
-    one compiler call on a miss; counts compiles and disk hits in ``STATS``."""
+def build_library(key: str, source: str | Callable[[], str], fl: list[str], lf: list[str],
+                  **meta: Any) -> Path:
+    """The cache entry (a directory holding ``lib.so``) for ``key``, compiling ``source`` (or
+    what it returns, called only on a miss) with one compiler call on a miss; counts compiles
+    and disk hits in ``STATS``."""
     built = False
 
     def build(tmp: Path) -> None:
         nonlocal built
         built = True
-        _compile(tmp, source, key, fl, lf, meta)
+        _compile(tmp, source if isinstance(source, str) else source(), key, fl, lf, meta)
 
     t0 = time.perf_counter()
     entry = build_cached(key, build)

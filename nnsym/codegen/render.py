@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
+from nnsym.ir import spec as spec_module
 from nnsym.ir.spec import CTYPES, PAR_MIN, KernelSpec, comptype, ctype
 
 OPS_DIR = Path(__file__).resolve().parent.parent / "ops"
@@ -68,3 +72,49 @@ def render_unit(specs: Sequence[KernelSpec], vector_math: Sequence[str],
                                                       blas_int=blas_int)]
     parts.extend(render_spec(s) for s in specs)
     return "\n".join(parts)
+
+
+# A template's dependencies: every include/import/from/extends names a literal template.
+_REFERENCES = re.compile(r"""\{%-?\s*(?:include|import|from|extends)\s+["']([^"']+)["']""")
+
+
+def template_text(name: str) -> str:
+    """The source text of a template, as the environment's loader finds it."""
+    loader = ENV.loader
+    assert loader is not None
+    return loader.get_source(ENV, name)[0]
+
+
+@functools.cache
+def template_info(name: str) -> tuple[str, int]:
+    """(sha256, size in characters) of a template's text together with every template it
+    includes or imports, recursively: with :func:`renderer_digest`, everything a rendering
+    depends on besides the spec's context. Read once per process."""
+    texts: dict[str, str] = {}
+    todo = [name]
+    while todo:
+        n = todo.pop()
+        if n not in texts:
+            texts[n] = template_text(n)
+            todo.extend(_REFERENCES.findall(texts[n]))
+    h = hashlib.sha256()
+    for n in sorted(texts):
+        data = texts[n].encode()
+        h.update(f"{len(n)}:{n}:{len(data)}:".encode())
+        h.update(data)
+    return h.hexdigest(), sum(len(t) for t in texts.values())
+
+
+def template_digest(name: str) -> str:
+    """The sha256 part of :func:`template_info`."""
+    return template_info(name)[0]
+
+
+@functools.cache
+def renderer_digest() -> str:
+    """sha256 of what shapes every rendering besides the templates: this module and the spec
+    module (literals, C types, ``PAR_MIN``) and jinja2's version."""
+    h = hashlib.sha256(jinja2.__version__.encode())
+    for f in (Path(__file__), Path(spec_module.__file__ or "")):
+        h.update(f.read_bytes())
+    return h.hexdigest()
