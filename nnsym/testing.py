@@ -135,7 +135,9 @@ def precompile_registry() -> None:
         return
     specs = registry_kernel_specs()
     try:
-        compiler.functions(specs)
+        # split whatever the load: xdist workers start this together, and the cache's
+        # per-key lock then has one of them build each unit while the other waits for it
+        compiler.functions(specs, split=True)
     except compiler.CompileError:
         pass  # a broken template then fails in its own tests, one kernel at a time
 

@@ -425,9 +425,11 @@ UNIT_WEIGHT = 20_000
 MAX_UNITS = 8
 
 
-def functions(specs: Sequence[KernelSpec]) -> list[Any]:
+def functions(specs: Sequence[KernelSpec], split: bool | None = None) -> list[Any]:
     """The compiled function of every spec; builds the missing ones (one compiler call per
-    unit; a large build on an idle machine is split into units compiled concurrently)."""
+    unit; a large build on an idle machine is split into units compiled concurrently).
+    ``split``: build a large set split (True) or as one unit (False) whatever the load (the
+    test session's precompile splits, so that processes racing on it share the same units)."""
     with _LOCK:
         names = [s.name for s in specs]
         missing: dict[str, KernelSpec] = {}
@@ -435,7 +437,7 @@ def functions(specs: Sequence[KernelSpec]) -> list[Any]:
             if n not in _FUNCS:
                 missing.setdefault(n, s)
         if missing:
-            _load_set([missing[n] for n in sorted(missing)])
+            _load_set([missing[n] for n in sorted(missing)], split)
         return [_FUNCS[n] for n in names]
 
 
@@ -491,7 +493,7 @@ def _cached_entry(key: str) -> Path | None:
     return final if final.is_dir() and verify(final, key) else None
 
 
-def _load_set(specs: list[KernelSpec]) -> None:
+def _load_set(specs: list[KernelSpec], split: bool | None = None) -> None:
     """Load ``specs``: as split units where every unit is this process's or on disk, else as one
     unit where that is, else build (split where cores are free) what is missing."""
     vm, bint, fl, lf = vector_math(), blas().int_type, flags(), link_flags()
@@ -506,7 +508,7 @@ def _load_set(specs: list[KernelSpec]) -> None:
             _load_units(form, hits, vm, bint, fl, lf)
             return
         found.append(hits)
-    pick = 0 if _cores_free() else len(forms) - 1
+    pick = 0 if (_cores_free() if split is None else split) else len(forms) - 1
     _load_units(forms[pick], found[pick], vm, bint, fl, lf)
 
 
