@@ -39,7 +39,7 @@ from nnsym.ops.nn import (  # noqa: F401
     rnn,
     sequence,
 )
-from nnsym.ops.optim import updates  # noqa: F401
+from nnsym.ops.optim import multi, updates  # noqa: F401
 from nnsym.ops.quantization import concat, quantize, simple  # noqa: F401
 from nnsym.ops.random import pdf, permute, sample, unique_zipfian  # noqa: F401
 from nnsym.ops.reduce import (  # noqa: F401

@@ -88,6 +88,11 @@ NOT_YET_MAPPED |= {
 NOT_YET_MAPPED |= {"_contrib_boolean_mask", "_contrib_dgl_subgraph", "_contrib_dgl_graph_compact",
                    "_contrib_dgl_csr_neighbor_uniform_sample",
                    "_contrib_dgl_csr_neighbor_non_uniform_sample"}
+# The fused multi-weight optimizer updates and multi_lars (nnsym/ops/optim/multi.py).
+NOT_YET_MAPPED |= {
+    "multi_sgd_update", "multi_sgd_mom_update", "multi_mp_sgd_update", "multi_mp_sgd_mom_update",
+    "preloaded_multi_sgd_update", "preloaded_multi_sgd_mom_update",
+    "preloaded_multi_mp_sgd_update", "preloaded_multi_mp_sgd_mom_update", "multi_lars"}
 UNMAPPED |= NOT_YET_MAPPED
 # The optimizer updates (training steps that update their states in place): no ONNX
 # inference counterpart.
