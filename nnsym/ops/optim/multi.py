@@ -10,8 +10,9 @@ caller passes them as ``out``. The ``lrs``/``wds`` of the plain forms are parame
 ``preloaded_`` forms read them from two arrays of shape ``(num_weights,)``, the last inputs.
 The element update is MXNet's multi kernel (its order of operations differs from
 ``sgd_update``'s): ``g' = clip(rescale_grad*g) + wd*w``; plain: ``w -= lr*g'``; momentum:
-``m = momentum*m - lr*g'; w += m``. Kernels: ``multi_sgd.c.j2`` / ``multi_lars.c.j2`` and their
-CUDA twins, one launch per weight.
+``m = momentum*m - lr*g'; w += m``. As in MXNet, the ``mp`` forms update a float32 weight
+directly and leave its ``weight32`` untouched. Kernels: ``multi_sgd.c.j2`` /
+``multi_lars.c.j2`` and their CUDA twins, one launch per weight.
 """
 
 from __future__ import annotations
@@ -241,12 +242,15 @@ def _lowering(m: Multi) -> Callable[[KernelCall], Lowered]:
             if n == 0:
                 continue
             dt = call.in_dtypes[base]
+            # NOTE: as MXNet, a float32 weight of an mp operator is updated directly (its
+            # weight32 is neither read nor written)
+            mp = m.mp and dt != F32
             spec = KernelSpec.make(
-                "optim/multi_sgd.c.j2", mom=m.mom, mp=m.mp, preloaded=m.preloaded,
+                "optim/multi_sgd.c.j2", mom=m.mom, mp=mp, has32=m.mp, preloaded=m.preloaded,
                 dtype=dt.name, gdtype=call.in_dtypes[base + 1].name,
                 sdtype=call.in_dtypes[base + 2].name if m.stride > 2 else dt.name,
                 ldtype=call.in_dtypes[-1].name if m.preloaded else "float32",
-                odtype=call.out_dtypes[j].name, cdtype="float32" if m.mp else dt.name,
+                odtype=call.out_dtypes[j].name, cdtype="float32" if mp else dt.name,
                 req=call.out_req(j))
             args = (*range(base, base + m.stride), *((nin - 2, nin - 1) if m.preloaded else ()),
                     nin + j)
@@ -277,7 +281,8 @@ def multi_reference(name: str, p: Any, *ins: np.ndarray) -> tuple[list[np.ndarra
             lr, wd = ct.type(p.lrs[j]), ct.type(p.wds[j])
         rs, cl, mo = ct.type(p.rescale_grad), ct.type(p.clip_gradient), ct.type(
             getattr(p, "momentum", 0.0))
-        w = (ins[base + m.stride - 1] if m.mp else w_in).astype(ct)
+        mp = m.mp and w_in.dtype != F32  # a float32 weight: updated directly, as MXNet
+        w = (ins[base + m.stride - 1] if mp else w_in).astype(ct)
         g = rs * ins[base + 1].astype(ct)
         if p.clip_gradient >= 0:
             g = np.clip(g, -cl, cl)
@@ -288,7 +293,7 @@ def multi_reference(name: str, p: Any, *ins: np.ndarray) -> tuple[list[np.ndarra
             w = w + mom
         else:
             w = w - lr * g
-        if m.mp:
+        if mp:
             states[base + m.stride - 1] = w.astype(F32)
         outs.append(w.astype(w_in.dtype))
     return outs, states
