@@ -156,3 +156,18 @@ def test_errors_name_the_problem() -> None:
 def test_registered_names() -> None:
     assert set(BY_NAME) <= set(REGISTRY)
     assert "multi_lars" in REGISTRY
+
+
+def test_reset_arrays_zeroes_in_place_and_returns_nothing() -> None:
+    a, b = nd.ones((2, 3)), nd.array(np.arange(4), dtype="int32")
+    c = nd.array(np.full((2, 2), 7.0), dtype="float64")
+    r = nd.reset_arrays(a, b, c, num_arrays=3)
+    assert r == []  # as MXNet 1.9.1's nd.reset_arrays
+    np.testing.assert_array_equal(a.asnumpy(), np.zeros((2, 3), np.float32))
+    np.testing.assert_array_equal(b.asnumpy(), np.zeros(4, np.int32))
+    np.testing.assert_array_equal(c.asnumpy(), np.zeros((2, 2)))
+    assert (a.dtype, b.dtype, c.dtype) == (np.float32, np.int32, np.float64)
+    with pytest.raises(NNSymError, match="num_arrays=2 takes 2 arrays, not 3"):
+        nd.reset_arrays(a, b, c, num_arrays=2)
+    with pytest.raises(OperatorParamError, match="num_arrays"):
+        nd.reset_arrays(a)

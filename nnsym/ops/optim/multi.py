@@ -1,6 +1,6 @@
 """MXNet 1.9.1's fused multi-weight SGD updates (``multi_sgd_update``, ``multi_sgd_mom_update``,
 ``multi_mp_sgd_update``, ``multi_mp_sgd_mom_update`` and their ``preloaded_`` forms),
-and ``multi_lars``.
+``multi_lars`` and ``reset_arrays`` (zeroes its inputs in place; no visible outputs).
 
 A multi update takes ``num_weights`` groups of inputs, each ``weight_i, grad_i`` then
 ``mom_i`` (momentum forms) and ``weight32_i`` (``mp`` forms, the float32 master copy), and
@@ -446,3 +446,54 @@ MULTI_LARS = register(OpDef(
 ))
 
 
+
+
+# ---------------------------------------------------------------------------- reset_arrays
+@dataclass(frozen=True, kw_only=True)
+class ResetArraysParams(Params):
+    num_arrays: int = field(lower=1, doc="The number of arrays to zero.")
+
+
+def _reset_names(p: Any) -> tuple[str, ...]:
+    return tuple(f"data_{i}" for i in range(p.num_arrays))
+
+
+def _reset_shape(p: Any, ins: list, outs: list) -> tuple[list, list]:
+    if len(ins) != p.num_arrays:
+        raise RuleError(f"reset_arrays with num_arrays={p.num_arrays} takes {p.num_arrays} "
+                        f"arrays, not {len(ins)}")
+    return list(ins), [(0,)]
+
+
+def _reset_lowering(call: KernelCall) -> Lowered:
+    launches = []
+    for i, (s, d) in enumerate(zip(call.in_shapes, call.in_dtypes)):
+        nbytes = size(s) * d.itemsize
+        if nbytes:
+            launches.append(Launch(KernelSpec.make("optim/reset_arrays.c.j2"), (nbytes,),
+                                   args=(i,)))
+    return Lowered(tuple(launches))
+
+
+RESET_ARRAYS = register(OpDef(
+    name="reset_arrays",
+    params=ResetArraysParams,
+    inputs=_reset_names,
+    aux=_reset_names,
+    # NOTE: MXNet's operator has no outputs; the IR needs one per node, so it has one hidden,
+    # empty output (no visible outputs: nd returns [], a symbol lists none)
+    outputs=("done",),
+    num_visible_outputs=0,
+    infer_shape=_reset_shape,
+    infer_type=lambda p, ins, outs: (list(ins), [F32]),
+    reference=lambda p, *xs: (np.zeros((0,), F32),),
+    kernels={DENSE: Kernel(_reset_lowering)},
+    differentiable=False,
+    doc="Sets every element of its num_arrays inputs to 0, in place; no outputs.",
+    examples=(
+        Example(((3, 4),), {"num_arrays": 1}),
+        Example(((3, 4), (5,), (2, 1, 2)), {"num_arrays": 3}, dtype="float64"),
+        Example(((2, 3), (4,)), {"num_arrays": 2}, dtype="int32"),
+    ),
+    bad_params=({}, {"num_arrays": 0}, {"num_arrays": 1, "n": 1}),
+))
