@@ -39,7 +39,7 @@ from nnsym.ops.nn import (  # noqa: F401
     rnn,
     sequence,
 )
-from nnsym.ops.optim import updates  # noqa: F401
+from nnsym.ops.optim import multi, updates  # noqa: F401
 from nnsym.ops.quantization import (  # noqa: F401
     arith,
     asym,

@@ -78,6 +78,13 @@ NOT_YET_MAPPED |= {
 NOT_YET_MAPPED |= {"_contrib_boolean_mask", "_contrib_dgl_subgraph", "_contrib_dgl_graph_compact",
                    "_contrib_dgl_csr_neighbor_uniform_sample",
                    "_contrib_dgl_csr_neighbor_non_uniform_sample"}
+# The fused multi-weight optimizer updates, multi_lars and reset_arrays
+# (nnsym/ops/optim/multi.py).
+NOT_YET_MAPPED |= {
+    "multi_sgd_update", "multi_sgd_mom_update", "multi_mp_sgd_update", "multi_mp_sgd_mom_update",
+    "preloaded_multi_sgd_update", "preloaded_multi_sgd_mom_update",
+    "preloaded_multi_mp_sgd_update", "preloaded_multi_mp_sgd_mom_update", "multi_lars",
+    "reset_arrays"}
 UNMAPPED |= NOT_YET_MAPPED
 # The optimizer updates (training steps that update their states in place): no ONNX
 # inference counterpart.
@@ -167,7 +174,8 @@ def test_every_operator_is_mapped_or_listed():
     assert not missing, f"operators with neither a converter nor a place in UNMAPPED: {missing}"
 
 
-@pytest.mark.parametrize("name", sorted(UNMAPPED))
+# reset_arrays has no visible outputs: its symbol is empty, so no node reaches the exporter
+@pytest.mark.parametrize("name", sorted(UNMAPPED - {"reset_arrays"}))
 def test_unmapped_operator_is_named_in_the_error(name):
     op = REGISTRY[name]
     ex = op.examples[0]
