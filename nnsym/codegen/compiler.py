@@ -552,6 +552,9 @@ def _load_units(keyed: list[tuple[list[KernelSpec], str]], entries: dict[str, Pa
 
 
 SET_BLAS_T = "void (*)(void *, void *, void *, void *, void *, void *)"
+# nnsym_set_blas as a cffi declaration (for libraries loaded through a cdef, e.g. the CUDA
+# checks' scalar-libm builds of the kernels)
+SET_BLAS_CDEF = "void nnsym_set_blas(void *s, void *d, void *sv, void *dv, void *par, void *thr);"
 
 
 class _Unit:

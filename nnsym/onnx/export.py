@@ -20,7 +20,7 @@ from nnsym.model import load_checkpoint
 from nnsym.ndarray import io as nd_io
 from nnsym.ndarray.ndarray import NDArray
 from nnsym.onnx._lazy import OPSET, OnnxError, onnx
-from nnsym.onnx.export_ops import CONVERTERS
+from nnsym.onnx.export_ops_more import CONVERTERS
 from nnsym.onnx.exporter import Exporter, tensor_type
 from nnsym.symbol.json_io import load as load_symbol
 from nnsym.symbol.symbol import Symbol, infer_for_dump

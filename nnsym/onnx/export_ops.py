@@ -1286,7 +1286,3 @@ def _diag(x: Exporter, node: Node, ins: list[str], outs: list[str]) -> None:
     rows = np.arange(length) + max(-k, 0)
     picked = x.add1("GatherND", [front, x.const(np.stack([rows, rows + k], axis=1))])
     x.add("Transpose", [picked], outs, perm=[*range(1, len(rest) + 1), 0])
-
-
-# the later operators' converters (they import the helpers above)
-from nnsym.onnx import export_ops_more  # noqa: E402, F401

@@ -1,7 +1,8 @@
 """Converters for the operators registered after the first exporter (issue 13): linalg, the
 legacy and spatial operators, RNN, casts and a few contrib and image operators. Same contract
-as ``export_ops`` (``fn(x, node, ins, outs)``); imported at the end of it, adding to
-``CONVERTERS``. Operators with no faithful ONNX form are listed in docs/onnx.md."""
+as ``export_ops`` (``fn(x, node, ins, outs)``); importing this module adds them to
+``CONVERTERS`` (import the complete table from here). Operators with no faithful ONNX form
+are listed in docs/onnx.md."""
 
 from __future__ import annotations
 

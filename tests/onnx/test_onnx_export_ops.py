@@ -14,7 +14,7 @@ from nnsym import symbol as S  # noqa: E402
 from nnsym.ir.opdef import Example, OpDef  # noqa: E402
 from nnsym.onnx import OnnxError  # noqa: E402
 from nnsym.onnx.export import export_onnx_model  # noqa: E402
-from nnsym.onnx.export_ops import CONVERTERS  # noqa: E402
+from nnsym.onnx.export_ops_more import CONVERTERS  # noqa: E402
 from nnsym.ops import REGISTRY  # noqa: E402
 from nnsym.runtime.imperative import run_op  # noqa: E402
 from nnsym.testing import make_inputs, reference_outputs  # noqa: E402
