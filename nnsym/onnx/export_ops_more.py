@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from nnsym.ir.graph import Node
+from nnsym.onnx.export_ops import CONVERTERS as CONVERTERS  # the complete table (re-exported)
 from nnsym.onnx.export_ops import (
-    CONVERTERS,
     _as_out_shape,
     _axes,
     _fail,
