@@ -12,6 +12,7 @@ from typing import Any
 
 import jinja2
 
+from nnsym.errors import NNSymError
 from nnsym.ir import spec as spec_module
 from nnsym.ir.spec import CTYPES, PAR_MIN, KernelSpec, comptype, ctype
 
@@ -74,8 +75,11 @@ def render_unit(specs: Sequence[KernelSpec], vector_math: Sequence[str],
     return "\n".join(parts)
 
 
-# A template's dependencies: every include/import/from/extends names a literal template.
+# A template's dependencies: every include/import/from/extends must name a literal template
+# (template_info refuses any other form: a name computed at render time would be missing from
+# the cache key, and a changed dependency would then load stale kernels).
 _REFERENCES = re.compile(r"""\{%-?\s*(?:include|import|from|extends)\s+["']([^"']+)["']""")
+_ANY_REFERENCE = re.compile(r"\{%-?\s*(?:include|import|from|extends)\b")
 
 
 def template_text(name: str) -> str:
@@ -83,6 +87,10 @@ def template_text(name: str) -> str:
     loader = ENV.loader
     assert loader is not None
     return loader.get_source(ENV, name)[0]
+
+
+class TemplateReferenceError(NNSymError):
+    """A kernel template refers to another template by a name computed at render time."""
 
 
 @functools.cache
@@ -96,7 +104,13 @@ def template_info(name: str) -> tuple[str, int]:
         n = todo.pop()
         if n not in texts:
             texts[n] = template_text(n)
-            todo.extend(_REFERENCES.findall(texts[n]))
+            names = _REFERENCES.findall(texts[n])
+            if len(names) != len(_ANY_REFERENCE.findall(texts[n])):
+                raise TemplateReferenceError(
+                    f"template {n} includes or imports a template by a computed name; kernel "
+                    "cache keys need every include/import/from/extends to name a literal "
+                    "template")
+            todo.extend(names)
     h = hashlib.sha256()
     for n in sorted(texts):
         data = texts[n].encode()

@@ -565,12 +565,13 @@ class Executor:
         # backward operator has a training form (BatchNorm's).
         self._run = compiler.runner() if self._gpu is None else None
         pack = _segments if self._gpu is None else list
-        self._packed = {name: pack(calls) for name, calls in (
+        packed = {name: pack(calls) for name, calls in (
             ("infer", infer_list), ("train", train_list), ("bwd", bwd_calls),
             ("bwd_train", bwd_train))}
         # Per run kind, one callable doing the whole run (a dense cpu graph: one foreign call
         # with its arguments bound), so forward/backward spend no Python on dispatch.
-        self._go = {name: self._runner(segs) for name, segs in self._packed.items()}
+        # (the callables hold the packed segments, and so the argument arrays they point to)
+        self._go = {name: self._runner(segs) for name, segs in packed.items()}
         self._out_names = sym.list_outputs()
         self._last_train: bool | None = None  # None: no forward yet
         self._monitor: tuple[Any, bool, Any] | None = None  # (callback, monitor_all, active)

@@ -355,6 +355,37 @@ def _bias_step(shape: tuple[int, ...], dtype: np.dtype) -> Step | None:
                 ("v0", "v1"), dtype.name)
 
 
+def _group_steps(g: Graph, group: Sequence[int], forms: dict[int, ScalarForm], ext: list[int],
+                 steps: list[Step], fa: list[float], bound: dict[int, str],
+                 v_base: int) -> list[Node]:
+    """Append the fused steps of ``group`` (old node ids in topological order) to ``steps``
+    and their literals to ``fa``: a member's output is ``t<step>``, an entry in ``bound`` its
+    operand, any other input ``v<v_base + position in ext>`` (added to ``ext`` on first use).
+    Returns the members' control dependencies."""
+    idx, a = g.index, g.attrs
+    assert a.dtype is not None
+    inside = {idx.row_ptr[m]: j + len(steps) for j, m in enumerate(group)}
+    cdeps: list[Node] = []
+    for m in group:
+        node, f = idx.nodes[m], forms[m]
+        ops = []
+        for x in idx.input_entries[m]:
+            if x in bound:
+                ops.append(bound[x])
+            elif x in inside:
+                ops.append(f"t{inside[x]}")
+            else:
+                if x not in ext:
+                    ext.append(x)
+                ops.append(f"v{ext.index(x) + v_base}")
+        assert node.op is not None
+        steps.append(Step(node.op.name, f.expr, f.names, f.var_dtype, f.fparams, len(fa),
+                          tuple(ops), a.dtype[idx.row_ptr[m]].name))  # type: ignore[union-attr]
+        fa.extend(f.fa)
+        cdeps.extend(node.control_deps)
+    return cdeps
+
+
 def _epilogue_node(g: Graph, prod: int, group: Sequence[int], forms: dict[int, ScalarForm],
                    entry: Callable[[int], Entry],
                    deps: Callable[[Node], tuple[Node, ...]]) -> Node:
@@ -382,25 +413,9 @@ def _epilogue_node(g: Graph, prod: int, group: Sequence[int], forms: dict[int, S
             ext.append(p_ins.pop())
             steps.append(step)
             first = "t0"
-    inside = {idx.row_ptr[m]: j + len(steps) for j, m in enumerate(group)}
     cdeps: list[Node] = list(pnode.control_deps)
-    for m in group:
-        node, f = idx.nodes[m], forms[m]
-        ops = []
-        for x in idx.input_entries[m]:
-            if x == e:
-                ops.append(first)
-            elif x in inside:
-                ops.append(f"t{inside[x]}")
-            else:
-                if x not in ext:
-                    ext.append(x)
-                ops.append(f"v{ext.index(x) + 1}")
-        assert node.op is not None
-        steps.append(Step(node.op.name, f.expr, f.names, f.var_dtype, f.fparams, len(fa),
-                          tuple(ops), a.dtype[idx.row_ptr[m]].name))  # type: ignore[union-attr]
-        fa.extend(f.fa)
-        cdeps.extend(node.control_deps)
+    # v0 is the producer's output; the group's other inputs follow it
+    cdeps += _group_steps(g, group, forms, ext, steps, fa, {e: first}, 1)
     root = idx.nodes[group[-1]]
     names = [pnode.name] + [idx.nodes[m].name for m in group]
     ops_ = [pnode.op.name] + [s.op for s in steps[len(steps) - len(group):]]
@@ -423,26 +438,10 @@ def _fused_node(g: Graph, group: Sequence[int], forms: dict[int, ScalarForm],
     """One node computing ``group`` (old node ids in topological order, the root last)."""
     idx, a = g.index, g.attrs
     assert a.dtype is not None
-    inside = {idx.row_ptr[m]: j for j, m in enumerate(group)}  # member output -> step index
     ext: list[int] = []  # external input entries, in first-use order
     steps: list[Step] = []
     fa: list[float] = []
-    cdeps: list[Node] = []
-    for m in group:
-        node, f = idx.nodes[m], forms[m]
-        ops = []
-        for e in idx.input_entries[m]:
-            if e in inside:
-                ops.append(f"t{inside[e]}")
-            else:
-                if e not in ext:
-                    ext.append(e)
-                ops.append(f"v{ext.index(e)}")
-        assert node.op is not None
-        steps.append(Step(node.op.name, f.expr, f.names, f.var_dtype, f.fparams, len(fa),
-                          tuple(ops), a.dtype[idx.row_ptr[m]].name))  # type: ignore[union-attr]
-        fa.extend(f.fa)
-        cdeps.extend(node.control_deps)
+    cdeps = _group_steps(g, group, forms, ext, steps, fa, {}, 0)
     root = idx.nodes[group[-1]]
     names = [idx.nodes[m].name for m in group]
     in_dtypes = tuple(a.dtype[e].name for e in ext)  # type: ignore[union-attr]

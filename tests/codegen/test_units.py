@@ -115,3 +115,13 @@ def test_warm_process_renders_nothing_either_split(tmp_path):
     assert split_cold["libs"] > serial_cold["libs"]
     assert serial_warm["compiles"] == split_warm["compiles"] == 0
     assert serial_warm["libs"] == split_cold["libs"] and split_warm["libs"] == serial_cold["libs"]
+
+
+def test_template_info_refuses_computed_references(monkeypatch):
+    """A name computed at render time would be missing from the cache key."""
+    texts = {"t_computed.j2": "{% include inner_name %}\n{% import 'x.j2' as x %}",
+             "x.j2": "int x;"}
+    monkeypatch.setattr(render, "template_text", texts.__getitem__)
+    with pytest.raises(render.TemplateReferenceError, match=r"t_computed\.j2"):
+        render.template_info("t_computed.j2")
+    assert render.template_info("x.j2")[1] == len("int x;")

@@ -13,6 +13,7 @@ from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, merge_shape
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.common.grad import no_gradient
+from nnsym.ops.quantization.quantize import maxabs
 from nnsym.types import shape_str
 
 F32 = np.float32
@@ -37,12 +38,6 @@ class QuantizedElemwiseMulParams(QuantizedElemwiseAddParams):
 def _calibrated(p: QuantizedElemwiseAddParams) -> bool:
     return p.min_calib_range is not None and p.max_calib_range is not None
 
-
-def _maxabs(lo: np.ndarray | float, hi: np.ndarray | float) -> np.float32:
-    a = abs(F32(np.asarray(lo).reshape(-1)[0]))
-    b = abs(F32(np.asarray(hi).reshape(-1)[0]))
-    m: np.float32 = F32(max(a, b))
-    return m
 
 
 def _shape(op: str, n_out: int) -> Callable[[Params, list, list], tuple[list, list]]:
@@ -93,7 +88,7 @@ def _add_scales(p: QuantizedElemwiseAddParams, dt: str, am: np.float32, bm: np.f
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if _calibrated(p):
             lo, hi = F32(p.min_calib_range), F32(p.max_calib_range)
-            ods = F32(RANGE[odt] / _maxabs(lo, hi))
+            ods = F32(RANGE[odt] / maxabs(lo, hi))
             s0 = F32(ods / F32(k / am))
             s1 = F32(ods / F32(k / bm))
             return s0, s1, lo, hi
@@ -116,7 +111,7 @@ def quantized_elemwise_add_reference(p: QuantizedElemwiseAddParams, a: np.ndarra
                                      blo: np.ndarray, bhi: np.ndarray):
     dt = a.dtype.name
     odt = add_out_dtype(p, dt)
-    s0, s1, lo, hi = _add_scales(p, dt, _maxabs(alo, ahi), _maxabs(blo, bhi), odt)
+    s0, s1, lo, hi = _add_scales(p, dt, maxabs(alo, ahi), maxabs(blo, bhi), odt)
     with np.errstate(invalid="ignore", over="ignore"):
         v = ((a.astype(F32) * s0).astype(F32) + (b.astype(F32) * s1).astype(F32)).astype(F32)
     out = _saturate(np.rint(v), odt)
@@ -207,19 +202,19 @@ def quantized_elemwise_mul_reference(p: QuantizedElemwiseMulParams, a: np.ndarra
     k = RANGE["int8"]
     ab = a.astype(np.int32) * b.astype(np.int32)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        ls, rs = F32(k / _maxabs(alo, ahi)), F32(k / _maxabs(blo, bhi))
+        ls, rs = F32(k / maxabs(alo, ahi)), F32(k / maxabs(blo, bhi))
         if p.enable_float_output:
             s = 1.0 / np.float64(ls) / np.float64(rs)
             return (ab.astype(np.float64) * s).astype(F32)
         if _calibrated(p):
             lo, hi = F32(p.min_calib_range), F32(p.max_calib_range)
-            s32 = F32(F32(F32(k / _maxabs(lo, hi)) / ls) / rs)
+            s32 = F32(F32(F32(k / maxabs(lo, hi)) / ls) / rs)
             v = (ab.astype(F32) * s32).astype(F32)
             # NOTE: MXNet casts float to int8 through int32, wrapping (not saturating)
             q = np.trunc(np.clip(np.where(np.isnan(v), 0, v).astype(np.float64), -2**31, 2**31 - 1))
             return (q.astype(np.int64).astype(np.int32).astype(np.int8), np.array([lo], F32),
                     np.array([hi], F32))
-        one = F32(F32(_maxabs(alo, ahi) / F32(127)) * F32(_maxabs(blo, bhi) / F32(127)))
+        one = F32(F32(maxabs(alo, ahi) / F32(127)) * F32(maxabs(blo, bhi) / F32(127)))
         hi = F32(one * INT32_RANGE)
     return ab, np.array([-hi], F32), np.array([hi], F32)
 

@@ -11,6 +11,7 @@ from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, merge_shape
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.common.grad import no_gradient
+from nnsym.ops.quantization.quantize import maxabs
 from nnsym.types import shape_str
 
 MAX_ARGS = 1024
@@ -65,10 +66,6 @@ def quantized_concat_type(p: QuantizedConcatParams, ins: list, outs: list
     return [i8] * n + [f] * (2 * n), [i8, f, f]
 
 
-def _maxabs(lo: np.ndarray, hi: np.ndarray) -> F32:
-    m: F32 = F32(max(abs(float(F32(lo.reshape(-1)[0]))), abs(float(F32(hi.reshape(-1)[0])))))
-    return m
-
 
 def quantized_concat_reference(p: QuantizedConcatParams, *ins: np.ndarray):
     n = p.num_args
@@ -78,7 +75,7 @@ def quantized_concat_reference(p: QuantizedConcatParams, *ins: np.ndarray):
     mo = F32(max(abs(lo), abs(hi)))
     parts = []
     for i, x in enumerate(data):
-        s = _maxabs(ranges[2 * i], ranges[2 * i + 1]) / mo if mo else F32(0)
+        s = maxabs(ranges[2 * i], ranges[2 * i + 1]) / mo if mo else F32(0)
         r = np.clip(np.rint(x.astype(F32) * s), -128, 127)
         parts.append(r.astype(np.int8))
     return np.concatenate(parts, axis=p.dim), np.array([lo], F32), np.array([hi], F32)

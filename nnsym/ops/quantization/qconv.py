@@ -13,6 +13,7 @@ from nnsym.errors import NoKernelError
 from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, get_op, merge_shape, register
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered
 from nnsym.ops.common.grad import no_gradient
+from nnsym.ops.quantization.quantize import int8_product_type, maxabs
 
 # NOTE: nnsym.ops imports the conv family (Convolution) before this one.
 CONVOLUTION = get_op("Convolution")
@@ -44,24 +45,7 @@ def quantized_conv_shape(p: Any, ins: list, outs: list) -> tuple[list, list]:
 
 
 def quantized_conv_type(p: Any, ins: list, outs: list) -> tuple[list, list]:
-    nd = 2 if p.no_bias else 3
-    d = ins[0]
-    if d is not None and np.dtype(d).name not in ("int8", "uint8"):
-        raise RuleError(f"data has dtype {np.dtype(d).name}; quantized_conv takes int8 or uint8")
-    for i, name in list(enumerate(("weight", "bias"), 1))[: nd - 1]:
-        if ins[i] is not None and np.dtype(ins[i]) != np.int8:
-            raise RuleError(f"{name} has dtype {np.dtype(ins[i]).name}; it must be int8")
-    for i in range(nd, len(ins)):
-        if ins[i] is not None and np.dtype(ins[i]) != np.float32:
-            raise RuleError(f"range input {i} has dtype {np.dtype(ins[i]).name}; ranges are "
-                            "float32")
-    i8, f = np.dtype("int8"), np.dtype("float32")
-    return [d, *[i8] * (nd - 1), *[f] * (len(ins) - nd)], [np.dtype("int32"), f, f]
-
-
-def _maxabs(lo: np.ndarray, hi: np.ndarray) -> np.float32:
-    m: np.float32 = F32(max(abs(F32(lo.reshape(-1)[0])), abs(F32(hi.reshape(-1)[0]))))
-    return m
+    return int8_product_type("quantized_conv", p.no_bias, ins)
 
 
 def quantized_conv_reference(p: Any, *ins: np.ndarray):
@@ -86,7 +70,7 @@ def quantized_conv_reference(p: Any, *ins: np.ndarray):
     if bias is not None:
         out += bias.astype(np.int64).reshape((1, -1) + (1,) * len(k))
     with np.errstate(over="ignore"):
-        one = F32(F32(_maxabs(dlo, dhi) / F32(127)) * F32(_maxabs(wlo, whi) / F32(127)))
+        one = F32(F32(maxabs(dlo, dhi) / F32(127)) * F32(maxabs(wlo, whi) / F32(127)))
         hi = F32(one * F32(2147483648.0))
     return out.astype(np.int32), np.array([-hi], F32), np.array([hi], F32)
 

@@ -10,10 +10,11 @@ from typing import Any
 import numpy as np
 
 from nnsym.errors import NoKernelError
-from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, get_op, merge_shape, register
+from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, get_op, merge_shape, register
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.common.grad import no_gradient
+from nnsym.ops.quantization.quantize import int8_product_type, maxabs
 
 F32 = np.float32
 # MXNet 1.9.1's scales (kInt8Range, kUint8Range) and the levels of its output range (127, 255)
@@ -55,26 +56,7 @@ def quantized_fully_connected_shape(p: QuantizedFullyConnectedParams, ins: list,
 
 def quantized_fully_connected_type(p: QuantizedFullyConnectedParams, ins: list, outs: list
                                    ) -> tuple[list, list]:
-    nd = 2 if p.no_bias else 3
-    d = ins[0]
-    if d is not None and np.dtype(d).name not in SCALE_RANGE:
-        raise RuleError(f"data has dtype {np.dtype(d).name}; quantized_fully_connected takes "
-                        "int8 or uint8")
-    names = ("weight", "bias")
-    for i in range(1, nd):
-        if ins[i] is not None and np.dtype(ins[i]) != np.int8:
-            raise RuleError(f"{names[i - 1]} has dtype {np.dtype(ins[i]).name}; it must be int8")
-    for i in range(nd, len(ins)):
-        if ins[i] is not None and np.dtype(ins[i]) != np.float32:
-            raise RuleError(f"range input {i} has dtype {np.dtype(ins[i]).name}; ranges are "
-                            "float32")
-    i8, f = np.dtype("int8"), np.dtype("float32")
-    return [d, *[i8] * (nd - 1), *[f] * (len(ins) - nd)], [np.dtype("int32"), f, f]
-
-
-def _maxabs(lo: np.ndarray, hi: np.ndarray) -> np.float32:
-    m: np.float32 = F32(max(abs(F32(lo.reshape(-1)[0])), abs(F32(hi.reshape(-1)[0]))))
-    return m
+    return int8_product_type("quantized_fully_connected", p.no_bias, ins)
 
 
 def quantized_fully_connected_reference(p: QuantizedFullyConnectedParams, *ins: np.ndarray):
@@ -86,12 +68,12 @@ def quantized_fully_connected_reference(p: QuantizedFullyConnectedParams, *ins: 
         bias, dlo, dhi, wlo, whi, blo, bhi = ins[2:9]
     x = data.reshape(data.shape[0], -1) if p.flatten else data
     acc = x.astype(np.int64) @ weight.astype(np.int64).T
-    dm, wm = _maxabs(dlo, dhi), _maxabs(wlo, whi)
+    dm, wm = maxabs(dlo, dhi), maxabs(wlo, whi)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if not p.no_bias:
             ds = F32(SCALE_RANGE[dt] / dm)
             ws = F32(SCALE_RANGE["int8"] / wm)
-            r = F32(F32(F32(ds * ws) * _maxabs(blo, bhi)) / SCALE_RANGE["int8"])
+            r = F32(F32(F32(ds * ws) * maxabs(blo, bhi)) / SCALE_RANGE["int8"])
             b = (bias.astype(F32) * r).astype(F32)
             b = np.trunc(np.clip(np.where(np.isnan(b), 0, b).astype(np.float64), -2**31,
                                  2**31 - 1))

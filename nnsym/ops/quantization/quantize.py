@@ -24,11 +24,31 @@ ELEM_T = "quantization/quantize.c.j2"
 OUTS3 = ("output0", "output1", "output2")  # MXNet's default names: no FListOutputNames
 
 
-def _maxabs(lo: np.ndarray, hi: np.ndarray) -> np.float32:
+def maxabs(lo: np.ndarray | float, hi: np.ndarray | float) -> np.float32:
+    """MaxAbs of a quantized range, as MXNet computes it: max(|min|, |max|) of the range
+    inputs' first elements, in float32 (the whole family uses this one)."""
     a = float(abs(F32(np.asarray(lo).reshape(-1)[0])))
     b = float(abs(F32(np.asarray(hi).reshape(-1)[0])))
     m: np.float32 = np.float32(max(a, b))
     return m
+
+
+def int8_product_type(op: str, no_bias: bool, ins: list) -> tuple[list, list]:
+    """The dtype rule of the int8 products (quantized_fully_connected, quantized_conv): int8
+    or uint8 data, int8 weight (and bias), float32 ranges; int32 output with a float32 range."""
+    nd = 2 if no_bias else 3
+    d = ins[0]
+    if d is not None and np.dtype(d).name not in ("int8", "uint8"):
+        raise RuleError(f"data has dtype {np.dtype(d).name}; {op} takes int8 or uint8")
+    for i, name in list(enumerate(("weight", "bias"), 1))[: nd - 1]:
+        if ins[i] is not None and np.dtype(ins[i]) != np.int8:
+            raise RuleError(f"{name} has dtype {np.dtype(ins[i]).name}; it must be int8")
+    for i in range(nd, len(ins)):
+        if ins[i] is not None and np.dtype(ins[i]) != np.float32:
+            raise RuleError(f"range input {i} has dtype {np.dtype(ins[i]).name}; ranges are "
+                            "float32")
+    i8, f = np.dtype("int8"), np.dtype("float32")
+    return [d, *[i8] * (nd - 1), *[f] * (len(ins) - nd)], [np.dtype("int32"), f, f]
 
 
 def _round_half_away(t: np.ndarray) -> np.ndarray:
@@ -101,7 +121,7 @@ def quantize_type(p: QuantizeParams, ins: list, outs: list) -> tuple[list, list]
 
 
 def quantize_reference(p: QuantizeParams, data: np.ndarray, lo: np.ndarray, hi: np.ndarray):
-    m = _maxabs(lo, hi)
+    m = maxabs(lo, hi)
     x = data.astype(F32)
     with np.errstate(divide="ignore", invalid="ignore"):
         if p.out_type == "int8":
@@ -283,7 +303,7 @@ DEQ_K = {"int8": "127.5", "uint8": "255.5"}
 
 def dequantize_reference(p: DequantizeParams, data: np.ndarray, lo: np.ndarray,
                          hi: np.ndarray) -> np.ndarray:
-    m = _maxabs(lo, hi)
+    m = maxabs(lo, hi)
     out: np.ndarray = data.astype(F32) * (m / F32(DEQ_K[data.dtype.name]))
     return out.astype(F32)
 
@@ -343,7 +363,7 @@ def requantize_type(p: RequantizeParams, ins: list, outs: list) -> tuple[list, l
 
 def requantize_reference(p: RequantizeParams, data: np.ndarray, lo: np.ndarray,
                          hi: np.ndarray):
-    s_in = _maxabs(lo, hi) / F32(2147483648.0)
+    s_in = maxabs(lo, hi) / F32(2147483648.0)
     if p.min_calib_range is not None:
         r = F32(max(abs(F32(p.min_calib_range)), abs(F32(p.max_calib_range))))
     elif data.size:
