@@ -10,13 +10,18 @@ test runs every distinct kernel. ``gpu``-marked: the same against a real device.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 from family_harness import FamilyRuns, compare
 
 from nnsym.codegen import compiler
+from nnsym.cuda import source as cusrc
 from nnsym.devtools.cuda import codegen as cg
 from nnsym.devtools.cuda import shim
+from nnsym.ir.spec import KernelSpec
 
 pytestmark = pytest.mark.skipif(
     shim.cxx() is None or compiler.compiler() is None, reason="needs gcc and g++")
@@ -73,12 +78,24 @@ def test_families_beyond_elementwise_exist():
     assert all(np.all([v.family == f for v in cg.variants(family=f)]) for f in fams)
 
 
+# Kernels per module on a device: small units build in parallel, and far faster than one
+# module per family (nvcc took over 5 minutes on broadcast_reduce_backward's).
+DEVICE_UNIT = 64
+
+
+def device_units(vs: list[cg.Variant]) -> list[list[KernelSpec]]:
+    """The family's kernels in the modules the device test loads (``precompile_device.py``
+    builds their cubins ahead of a device run)."""
+    specs = sorted({v.spec for v in vs}, key=lambda s: s.name)
+    return [specs[i:i + DEVICE_UNIT] for i in range(0, len(specs), DEVICE_UNIT)]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("family", _families())
 def test_device_agrees_with_c(family):
     """On a real device (cupy): every kernel of the family against its C kernel. Kernels that
     call transcendental functions (libdevice vs glibc) are compared with a tolerance."""
-    from cuda_harness import INEXACT_MATH, calls_any
+    from cuda_harness import INEXACT_MATH, calls_any, close, undefined_conversion
     from family_harness import make_arrays
 
     from nnsym.cuda import runtime
@@ -89,7 +106,14 @@ def test_device_agrees_with_c(family):
     cp = be.cp
     vs = cg.unique_specs(cg.variants(family=family))
     runs = FamilyRuns(vs)
-    fns = be.functions([v.spec for v in vs])
+    units = device_units(vs)
+    if cusrc.nvcc() is not None:  # build the units' cubins in parallel (nnsym's cubin cache)
+        arch = f"sm_{cp.cuda.Device().compute_capability}"
+        with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+            list(pool.map(lambda u: runtime.cubin(runtime.kernel_source(u), arch), units))
+    fns = {}
+    for u in units:
+        fns.update(be.functions(u))
     bad = []
     for v in vs:
         _, c_arrays, _ = runs.run(v)
@@ -99,8 +123,10 @@ def test_device_agrees_with_c(family):
         inexact = calls_any(cg.render_kernel(v, "cuda"), INEXACT_MATH)
         for k in range(len(v.ptr_shapes)):
             mine = dev[k].get()
-            if inexact and mine.dtype.kind == "f":
-                ok = np.allclose(mine, c_arrays[k], rtol=1e-5, atol=1e-6, equal_nan=True)
+            if undefined_conversion(v.name, mine, inexact):
+                continue
+            if inexact and mine.dtype.kind == "f":  # a few ulp, or the family's reorder bound
+                ok = close(mine, c_arrays[k], scale=2.0) or compare(v, mine, c_arrays[k]) is None
                 why = None if ok else "differs beyond a few ulp"
             else:
                 why = compare(v, mine, c_arrays[k])

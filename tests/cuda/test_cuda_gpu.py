@@ -15,7 +15,6 @@ those calling exp, log, tanh, pow, erf... (libdevice and glibc round differently
 from __future__ import annotations
 
 import os
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -32,13 +31,16 @@ from cuda_harness import (
     make_arrays,
     run_c,
     same_values,
+    undefined_conversion,
 )
 
 from nnsym.codegen import compiler
+from nnsym.cuda import runtime
 from nnsym.cuda import source as cusrc
 from nnsym.devtools.cuda import codegen as cg
 
-pytestmark = pytest.mark.gpu
+# one worker builds the module-scoped Device (every elementwise kernel) once
+pytestmark = [pytest.mark.gpu, pytest.mark.xdist_group("cuda_gpu")]
 
 UNIT = 256  # kernels per module
 
@@ -62,7 +64,6 @@ class Device:
         self.arch = "sm_" + str(cupy.cuda.Device().compute_capability)
         self.nvrtc = cusrc.nvcc() is None
         units = [self.variants[i:i + UNIT] for i in range(0, len(self.variants), UNIT)]
-        self.tmp = Path(tempfile.mkdtemp(prefix="nnsym-gpu-"))
         with ThreadPoolExecutor(max(1, min(os.cpu_count() or 1, 16))) as pool:
             modules = list(pool.map(self._module, range(len(units)), units))
         self.func = {v.spec: mod.get_function(v.name)
@@ -72,11 +73,8 @@ class Device:
 
     def _module(self, k: int, unit: list[cg.Variant]) -> Any:
         source = cg.render_unit(unit, "cuda")
-        if not self.nvrtc:
-            out = self.tmp / f"unit{k}.cubin"
-            ok, log = cusrc.nvcc_compile(source, self.arch, "cubin", out=out)
-            assert ok, log
-            return self.cupy.RawModule(path=str(out))
+        if not self.nvrtc:  # nnsym's cubin cache: built once per source and arch
+            return self.cupy.RawModule(path=str(runtime.cubin(source, self.arch)))
         opts = ["-std=c++17", *(f"-{f}" for f in cusrc.DEVICE_FLAGS)]
         cuda_path = self.cupy.cuda.get_cuda_path()
         if cuda_path and Path(cuda_path, "include").is_dir():
@@ -120,6 +118,8 @@ def test_every_variant_matches_the_c_kernels(device):
         _, ia = launch_shape(v)
         run_c(device.c_funcs[v.name], compiler.FFI, theirs, ia, v.fa)
         m, t = device.flush(mine), device.flush(theirs[-1])
+        if undefined_conversion(v.name, m, calls_any(v.expr, INEXACT_MATH)):
+            continue
         if not calls_any(v.expr, INEXACT_MATH):
             exact += 1
             if not same_values(m, t):
