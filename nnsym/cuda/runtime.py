@@ -25,6 +25,7 @@ import hashlib
 import os
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,7 @@ from nnsym.cuda.source import (
 )
 from nnsym.errors import NNSymError
 from nnsym.ir.spec import KernelSpec, Launch
+from nnsym.ops.common.device import DeviceFn, device_function
 from nnsym.ops.common.rng import next_seed
 
 BLOCK = 256
@@ -132,6 +134,21 @@ def grid_for(work: int, block: int, max_grid: int) -> int:
     return max(1, min(max_grid, -(-max(int(work), 1) // block)))
 
 
+def vendor_enabled() -> bool:
+    """Whether launches with a vendor-library implementation use it (``NNSYM_CUDA_VENDOR``,
+    default on; ``0`` runs the generated CUDA kernels everywhere)."""
+    return os.environ.get("NNSYM_CUDA_VENDOR", "1").strip() != "0"
+
+
+class VendorKernel:
+    """A launch run through a vendor library (cuBLAS through cupy) instead of a CUDA kernel."""
+
+    __slots__ = ("fn", "spec")
+
+    def __init__(self, fn: DeviceFn, spec: KernelSpec) -> None:
+        self.fn, self.spec = fn, spec
+
+
 class Backend:
     """Device memory and kernel launches of one backend."""
     name = ""
@@ -151,18 +168,44 @@ class Backend:
         raise NotImplementedError
 
     def __init__(self) -> None:
-        self._functions: dict[tuple[str, ...], dict[str, Any]] = {}
+        self._functions: dict[tuple[Any, ...], dict[str, Any]] = {}
 
     def functions(self, specs: Sequence[KernelSpec]) -> dict[str, Any]:
         """The loaded kernel of every spec, by spec name; memoised per set of specs, so a
-        repeated operator call renders and hashes nothing."""
-        key = tuple(sorted({s.name for s in specs}))
+        repeated operator call renders and hashes nothing. Specs with a vendor-library
+        implementation (``nnsym.ops.common.device``: cuBLAS GEMMs and convolutions) get a
+        :class:`VendorKernel` unless ``NNSYM_CUDA_VENDOR=0``; the rest their CUDA twin."""
+        key = (vendor_enabled(), *sorted({s.name for s in specs}))
         hit = self._functions.get(key)
         if hit is None:
             require_twins(specs)
-            hit = self._load_functions(sorted(set(specs), key=lambda s: s.name))
+            hit = {}
+            rest = []
+            for s in sorted(set(specs), key=lambda s: s.name):
+                fn = device_function(s) if vendor_enabled() else None
+                if fn is None:
+                    rest.append(s)
+                else:
+                    hit[s.name] = VendorKernel(fn, s)
+            if rest:
+                hit.update(self._load_functions(rest))
             self._functions[key] = hit
         return hit
+
+    # Vendor kernels: an array module and views of device memory (see nnsym.ops.common.device)
+    def xp(self) -> Any:
+        raise NotImplementedError
+
+    def array_at(self, ptr: int, dtype: np.dtype, shape: tuple[int, ...]) -> Any:
+        raise NotImplementedError
+
+    def run_vendor(self, fn: VendorKernel, ptrs: Sequence[int], ia: Sequence[int],
+                   fa: Sequence[float]) -> None:
+        self.bind_vendor(fn, ptrs, ia, fa)()
+
+    def bind_vendor(self, fn: VendorKernel, ptrs: Sequence[int], ia: Sequence[int],
+                    fa: Sequence[float]) -> Callable[[], None]:
+        return fn.fn(self.xp(), self.array_at, fn.spec, ptrs, ia, fa)
 
     def _load_functions(self, specs: list[KernelSpec]) -> dict[str, Any]:
         raise NotImplementedError
@@ -179,6 +222,14 @@ class Backend:
         """A launch bound once (a graph executor's): ``run()`` launches it, ``run(fa)`` with
         new scalar arguments (Dropout's fresh seed)."""
         args = (list(ptrs), list(ia), list(fa))
+        if isinstance(fn, VendorKernel):  # views made once; a vendor kernel takes no seed
+            run = self.bind_vendor(fn, args[0], args[1], args[2])
+
+            class BoundVendor:
+                def run(_self, new_fa: Sequence[float] | None = None) -> None:
+                    run()
+
+            return BoundVendor()
 
         class Bound:
             def run(_self, new_fa: Sequence[float] | None = None) -> None:
@@ -256,18 +307,15 @@ class CupyBackend(Backend):
         is on PATH, else NVRTC."""
         arch = f"sm_{self.cp.cuda.Device().compute_capability}"  # cupy gives e.g. "80"
         if nvcc() is not None:
-            out = cache_root() / "cuda-cubin" / key[:2] / f"{key}-{arch}.cubin"
-            if not out.is_file():
-                out.parent.mkdir(parents=True, exist_ok=True)
-                ok, log = nvcc_compile(source, arch, "cubin", out)
-                if not ok:
-                    raise NNSymError(f"nvcc failed on the CUDA kernels:\n{log}")
-            return self.cp.RawModule(path=str(out))
+            return self.cp.RawModule(path=str(cubin(source, arch)))
         opts = ("-std=c++17", *DEVICE_FLAGS)
         return self.cp.RawModule(code=source, options=opts)
 
     def launch(self, fn: Any, ptrs: Sequence[int], ia: Sequence[int], fa: Sequence[float],
                work: int) -> None:
+        if isinstance(fn, VendorKernel):
+            self.run_vendor(fn, ptrs, ia, fa)
+            return
         cp = self.cp
         p = cp.asarray(np.asarray(list(ptrs) or [0], np.uint64))
         i = cp.asarray(np.asarray(list(ia) or [0], np.int64))
@@ -278,6 +326,8 @@ class CupyBackend(Backend):
     def prepare(self, fn: Any, ptrs: Sequence[int], ia: Sequence[int], fa: Sequence[float],
                 work: int) -> Any:
         """p, ia and fa copied to the device once; a new fa (a fresh seed) is copied in place."""
+        if isinstance(fn, VendorKernel):
+            return super().prepare(fn, ptrs, ia, fa, work)
         cp = self.cp
         p = cp.asarray(np.asarray(list(ptrs) or [0], np.uint64))
         i = cp.asarray(np.asarray(list(ia) or [0], np.int64))
@@ -295,6 +345,18 @@ class CupyBackend(Backend):
 
     def synchronize(self) -> None:
         self.cp.cuda.get_current_stream().synchronize()
+
+    def xp(self) -> Any:
+        return self.cp
+
+    def array_at(self, ptr: int, dtype: np.dtype, shape: tuple[int, ...]) -> Any:
+        cp = self.cp
+        dt = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        if nbytes == 0:
+            return cp.empty(shape, dt)
+        mem = cp.cuda.UnownedMemory(int(ptr), nbytes, None)
+        return cp.ndarray(shape, dt, cp.cuda.MemoryPointer(mem, 0))
 
 
 register_backend("cupy", CupyBackend)
@@ -323,6 +385,23 @@ def run_launches(launches: Sequence[Launch], ptrs: Sequence[Any], work: int,
             fa[ln.seed_slot] = float(next_seed())
         be.launch(fns[ln.spec.name], addrs, ln.ia, fa, work)
         del keep
+
+
+def cubin(source: str, arch: str) -> Path:
+    """The cubin of a CUDA translation unit for ``arch`` (e.g. ``sm_90``), built by nvcc once
+    and kept in nnsym's cache directory under the source's digest (a cubin built on another
+    machine by the same nvcc, copied into the cache, is used as is). Needs no device."""
+    key = hashlib.sha256(source.encode()).hexdigest()
+    out = cache_root() / "cuda-cubin" / key[:2] / f"{key}-{arch}.cubin"
+    if not out.is_file():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.{os.getpid()}.{threading.get_ident()}")
+        ok, log = nvcc_compile(source, arch, "cubin", tmp)
+        if not ok:
+            tmp.unlink(missing_ok=True)
+            raise NNSymError(f"nvcc failed on the CUDA kernels:\n{log}")
+        tmp.replace(out)  # atomic: a racing process sees no half-written cubin
+    return out
 
 
 @functools.lru_cache(maxsize=1)

@@ -9,6 +9,7 @@ from nnsym.ops.conv import (  # noqa: F401
     crop,
     deconv,
     deformable_conv,
+    device,
     im2col,
     legacy,
     psroi_pooling,
@@ -19,6 +20,7 @@ from nnsym.ops.conv import (  # noqa: F401
 )
 from nnsym.ops.custom import CUSTOM  # noqa: F401
 from nnsym.ops.detection import box, multibox, proposal  # noqa: F401
+from nnsym.ops.dot import device as dot_device  # noqa: F401
 from nnsym.ops.dot import dot, fully_connected, interleaved  # noqa: F401
 from nnsym.ops.dynamic import boolean_mask, dgl  # noqa: F401
 from nnsym.ops.elemwise import broadcast, contrib_unary, elemwise  # noqa: F401

@@ -7,12 +7,19 @@ tests use it. Importing this module registers it with ``nnsym.cuda.runtime``.
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from nnsym.cuda.runtime import Backend, CudaUnavailableError, grid_for, register_backend
+from nnsym.cuda.runtime import (
+    Backend,
+    CudaUnavailableError,
+    VendorKernel,
+    grid_for,
+    register_backend,
+)
 from nnsym.devtools.cuda import shim
 from nnsym.devtools.cuda.codegen import Variant
 from nnsym.ir.spec import KernelSpec
@@ -58,8 +65,22 @@ class EmulatedBackend(Backend):
         lib = shim.build([Variant("", "", s, (), (), (), (), 0, s.name) for s in specs])
         return {s.name: (lib, s.name) for s in specs}
 
+    def xp(self) -> Any:
+        return np
+
+    def array_at(self, ptr: int, dtype: np.dtype, shape: tuple[int, ...]) -> Any:
+        dt = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        if nbytes == 0:
+            return np.empty(shape, dt)
+        raw = (ctypes.c_char * nbytes).from_address(int(ptr))
+        return np.frombuffer(memoryview(raw), dt).reshape(shape)
+
     def launch(self, fn: Any, ptrs: Sequence[int], ia: Sequence[int], fa: Sequence[float],
                work: int) -> None:
+        if isinstance(fn, VendorKernel):
+            self.run_vendor(fn, ptrs, ia, fa)
+            return
         lib, name = fn
         ffi = lib.ffi
         p = ffi.new("void *[]", [ffi.cast("void *", x) for x in ptrs] or [ffi.NULL])
