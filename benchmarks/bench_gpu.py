@@ -169,22 +169,9 @@ def w7_data(env: Env) -> dict[str, np.ndarray]:
     """ResNet-18's arrays (as bench_table.prepare makes them), float32, cached per size."""
     key = env.sizes.resnet
     if key not in _W7:
-        from nnsym import sym
+        from bench_table import resnet_arrays
 
-        batch, side = key
-        net = sym.load(str(resnet_json()))
-        dshape = (batch, 3, side, side)
-        arg_shapes, out_shapes, aux_shapes = net.infer_shape(data=dshape)
-        rng = np.random.default_rng(0)
-        arrays: dict[str, np.ndarray] = {}
-        for name, shape in zip(net.list_arguments(), arg_shapes):
-            if name != "data":
-                arrays[name] = (rng.standard_normal(shape) * 0.05).astype(np.float32)
-        for name, shape in zip(net.list_auxiliary_states(), aux_shapes):
-            arrays[name] = np.full(shape, 1.0 if "var" in name else 0.0, np.float32)
-        arrays["data"] = rng.standard_normal(dshape).astype(np.float32)
-        arrays["head_grad"] = rng.standard_normal(out_shapes[0]).astype(np.float32)
-        _W7[key] = arrays
+        _W7[key] = resnet_arrays(*key, np.random.default_rng(0))
     return _W7[key]
 
 

@@ -147,21 +147,26 @@ def prepare(wid: str, sizes: Sizes, data: Path) -> None:
             d, i, p = random_csr(rng, side, side, per_row)
             _save(data / "w5.npz", data=d, indices=i, indptr=p, shape=np.array([side, side]))
     else:
-        from nnsym import sym
+        _save(data / "w7.npz", **resnet_arrays(*sizes.resnet, rng))
 
-        batch, side = sizes.resnet
-        net = sym.load(str(RESNET_JSON))
-        dshape = (batch, 3, side, side)
-        arg_shapes, out_shapes, aux_shapes = net.infer_shape(data=dshape)
-        arrays: dict[str, np.ndarray] = {}
-        for name, shape in zip(net.list_arguments(), arg_shapes):
-            if name != "data":
-                arrays[name] = (rng.standard_normal(shape) * 0.05).astype(np.float32)
-        for name, shape in zip(net.list_auxiliary_states(), aux_shapes):
-            arrays[name] = np.full(shape, 1.0 if "var" in name else 0.0, np.float32)
-        arrays["data"] = rng.standard_normal(dshape).astype(np.float32)
-        arrays["head_grad"] = rng.standard_normal(out_shapes[0]).astype(np.float32)
-        _save(data / "w7.npz", **arrays)
+
+def resnet_arrays(batch: int, side: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """ResNet-18's parameters (N(0, 0.05)), BatchNorm statistics (mean 0, var 1), data and head
+    gradient, float32, drawn from ``rng`` (also used by bench_gpu.py)."""
+    from nnsym import sym
+
+    net = sym.load(str(RESNET_JSON))
+    dshape = (batch, 3, side, side)
+    arg_shapes, out_shapes, aux_shapes = net.infer_shape(data=dshape)
+    arrays: dict[str, np.ndarray] = {}
+    for name, shape in zip(net.list_arguments(), arg_shapes):
+        if name != "data":
+            arrays[name] = (rng.standard_normal(shape) * 0.05).astype(np.float32)
+    for name, shape in zip(net.list_auxiliary_states(), aux_shapes):
+        arrays[name] = np.full(shape, 1.0 if "var" in name else 0.0, np.float32)
+    arrays["data"] = rng.standard_normal(dshape).astype(np.float32)
+    arrays["head_grad"] = rng.standard_normal(out_shapes[0]).astype(np.float32)
+    return arrays
 
 
 def load(data: Path, key: str) -> dict[str, np.ndarray]:

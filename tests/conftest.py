@@ -12,6 +12,8 @@ import os
 import pytest
 from hypothesis import settings
 
+from nnsym.cuda import runtime
+
 settings.register_profile("default", derandomize=True)
 settings.register_profile("explore", derandomize=False, max_examples=300)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
@@ -22,3 +24,18 @@ def _precompiled_kernels():
     from nnsym.testing import precompile_registry
 
     precompile_registry()
+
+
+@pytest.fixture(params=[
+    "emulate",
+    pytest.param("cupy", marks=[pytest.mark.gpu, pytest.mark.skipif(
+        not runtime.available(), reason="needs cupy and a CUDA device")]),
+])
+def gpu_backend(request):
+    """The gpu tests' backend, made current for one test: the emulated device, and again a real
+    one through cupy where one is available (marked ``gpu``). Modules use it with
+    ``pytest.mark.usefixtures("gpu_backend")``."""
+    old = runtime._BACKEND
+    runtime.use_backend(request.param)
+    yield request.param
+    runtime._BACKEND = old

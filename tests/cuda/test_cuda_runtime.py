@@ -19,20 +19,12 @@ from nnsym.devtools.cuda import shim
 from nnsym.errors import NNSymError, ShapeError
 from nnsym.ndarray.gpu import ContextError, GPUNDArray
 
-pytestmark = pytest.mark.skipif(
-    shim.cxx() is None or compiler.compiler() is None, reason="needs gcc and g++")
-
-
-@pytest.fixture(autouse=True, params=[
-    "emulate",
-    pytest.param("cupy", marks=[pytest.mark.gpu, pytest.mark.skipif(
-        not runtime.available(), reason="needs cupy and a CUDA device")]),
-])
-def device(request):
-    old = runtime._BACKEND
-    runtime.use_backend(request.param)
-    yield request.param
-    runtime._BACKEND = old
+# every test runs on the emulated device and, where one is available, on a real one
+pytestmark = [
+    pytest.mark.skipif(shim.cxx() is None or compiler.compiler() is None,
+                       reason="needs gcc and g++"),
+    pytest.mark.usefixtures("gpu_backend"),
+]
 
 
 def _rand(shape, seed=0, dtype=np.float32):

@@ -12,24 +12,15 @@ import pytest
 import nnsym
 from nnsym import nd, sym
 from nnsym.codegen import compiler
-from nnsym.cuda import runtime
 from nnsym.devtools.cuda import shim
 from nnsym.ops.common import device as vendor
 
-pytestmark = pytest.mark.skipif(
-    shim.cxx() is None or compiler.compiler() is None, reason="needs gcc and g++")
-
-
-@pytest.fixture(autouse=True, params=[
-    "emulate",
-    pytest.param("cupy", marks=[pytest.mark.gpu, pytest.mark.skipif(
-        not runtime.available(), reason="needs cupy and a CUDA device")]),
-])
-def device(request):
-    old = runtime._BACKEND
-    runtime.use_backend(request.param)
-    yield request.param
-    runtime._BACKEND = old
+# every test runs on the emulated device and, where one is available, on a real one
+pytestmark = [
+    pytest.mark.skipif(shim.cxx() is None or compiler.compiler() is None,
+                       reason="needs gcc and g++"),
+    pytest.mark.usefixtures("gpu_backend"),
+]
 
 
 def _rand(shape, seed=0, dtype=np.float32):
@@ -127,3 +118,4 @@ def test_fully_connected_training_with_bias(monkeypatch):
     h = sym.Activation(sym.FullyConnected(data, num_hidden=12, name="fc1"), act_type="relu")
     net = sym.FullyConnected(h, num_hidden=5, name="fc2")
     _check(net, {"data": (7, 10)}, monkeypatch=monkeypatch)
+

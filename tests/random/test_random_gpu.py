@@ -11,23 +11,14 @@ import nnsym
 import nnsym.random as mxrandom
 from nnsym import nd, sym
 from nnsym.codegen import compiler
-from nnsym.cuda import runtime
 from nnsym.devtools.cuda import shim
 
-pytestmark = pytest.mark.skipif(
-    shim.cxx() is None or compiler.compiler() is None, reason="needs gcc and g++")
-
-
-@pytest.fixture(autouse=True, params=[
-    "emulate",
-    pytest.param("cupy", marks=[pytest.mark.gpu, pytest.mark.skipif(
-        not runtime.available(), reason="needs cupy and a CUDA device")]),
-])
-def device(request):
-    old = runtime._BACKEND
-    runtime.use_backend(request.param)
-    yield request.param
-    runtime._BACKEND = old
+# every test runs on the emulated device and, where one is available, on a real one
+pytestmark = [
+    pytest.mark.skipif(shim.cxx() is None or compiler.compiler() is None,
+                       reason="needs gcc and g++"),
+    pytest.mark.usefixtures("gpu_backend"),
+]
 
 
 def _same(a: np.ndarray, b: np.ndarray, device: str) -> None:
@@ -37,7 +28,7 @@ def _same(a: np.ndarray, b: np.ndarray, device: str) -> None:
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
-def test_sample_forms_on_gpu_inputs_match_the_cpu(device):
+def test_sample_forms_on_gpu_inputs_match_the_cpu(gpu_backend):
     lam = np.array([0.5, 3.0, 25.0], np.float32)
     alpha = np.array([0.4, 2.0, 9.0], np.float32)
     outs = []
@@ -49,10 +40,10 @@ def test_sample_forms_on_gpu_inputs_match_the_cpu(device):
         s = nd.random.shuffle(nd.array(np.arange(12.0).reshape(6, 2), ctx=ctx))
         outs.append([a.asnumpy() for a in (p, g, m, s)])
     for a, b in zip(*outs):
-        _same(a, b, device)
+        _same(a, b, gpu_backend)
 
 
-def test_bound_random_symbols_on_gpu_match_the_cpu(device):
+def test_bound_random_symbols_on_gpu_match_the_cpu(gpu_backend):
     net = sym.Group([sym.random.normal(1.0, 2.0, shape=(5, 7)),
                      sym.random.negative_binomial(3, 0.4, shape=(9,)),
                      sym.random.randint(-4, 4, shape=(6,), dtype="int64")])
@@ -62,10 +53,10 @@ def test_bound_random_symbols_on_gpu_match_the_cpu(device):
         mxrandom.seed(22)
         outs.append([o.asnumpy() for o in ex.forward()])
     for a, b in zip(*outs):
-        _same(a, b, device)
+        _same(a, b, gpu_backend)
 
 
-def test_scalar_forms_deliver_to_the_gpu_context_and_out(device):
+def test_scalar_forms_deliver_to_the_gpu_context_and_out(gpu_backend):
     g = nnsym.gpu()
     mxrandom.seed(23)
     a = nd.random.gamma(0.5, 2.0, shape=(3, 4), ctx=g)  # the CUDA kernel, on the device
@@ -80,4 +71,4 @@ def test_scalar_forms_deliver_to_the_gpu_context_and_out(device):
         b = nd.random.gamma(0.5, 2.0, shape=(3, 4))
     assert b.context == g
     mxrandom.seed(23)
-    _same(a.asnumpy(), nd.random.gamma(0.5, 2.0, shape=(3, 4)).asnumpy(), device)
+    _same(a.asnumpy(), nd.random.gamma(0.5, 2.0, shape=(3, 4)).asnumpy(), gpu_backend)
