@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy as _copy
 import functools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -378,16 +379,24 @@ class Executor:
                 self._head_arrays.append(None)
         wanted = [(name, gnd) for name, gnd, r in
                   zip(sym.list_arguments(), self.grad_arrays, self._reqs) if r != "null"]
+        arg_shapes = {n: tuple(a.shape) for n, a in zip(sym.list_arguments(), self.arg_arrays)}
         for eid, (name, gnd) in zip(grad_eids, wanted):
             assert gnd is not None
-            if tuple(gnd.shape) != shapes[eid] or np.dtype(gnd.dtype) != dtypes[eid]:
+            # A gradient computed in another shape of the same size is written through a view
+            # of the gradient array, which has the argument's shape: FullyConnected's bias
+            # gradient is (num_hidden,) also for a (num_hidden, 1) bias, as in MXNet.
+            view = (eid in external and gnd.stype == "default"
+                    and tuple(gnd.shape) == arg_shapes.get(name)
+                    and math.prod(gnd.shape) == math.prod(shapes[eid]))
+            if (tuple(gnd.shape) != shapes[eid] and not view) \
+                    or np.dtype(gnd.dtype) != dtypes[eid]:
                 raise (BindShapeError if tuple(gnd.shape) != shapes[eid] else BindError)(
                     f"gradient array for {name!r} has shape {gnd.shape} "
                     f"{np.dtype(gnd.dtype).name}; the argument needs {shapes[eid]} "
                     f"{dtypes[eid].name}"
                 )
             if eid in external and gnd.stype == "default":
-                arrays[eid] = gnd._data
+                arrays[eid] = gnd._data.reshape(shapes[eid]) if view else gnd._data
         users: dict[int, list[str]] = {}
         for nid in range(idx.num_nodes):
             for o in idx.output_entries(nid):

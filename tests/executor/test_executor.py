@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nnsym import nd, sym
+from nnsym import cpu, nd, sym
 from nnsym.errors import NNSymError, OperatorParamError, ShapeError
 from nnsym.executor.executor import BindError
 from nnsym.testing import as_nd
@@ -472,3 +472,26 @@ def test_binding_on_the_numpy_backend_is_a_clear_error(monkeypatch):
     finally:
         monkeypatch.delenv("NNSYM_BACKEND")
         compiler.reset_backend()
+
+
+@pytest.mark.parametrize("req", ["write", "add"])
+def test_fully_connected_with_a_column_bias_trains(req):
+    """MXNet's shape rule takes a (num_hidden, 1) bias; its gradient, computed as (num_hidden,),
+    lands in the (num_hidden, 1) gradient array (column sums of the output gradient)."""
+    rng = np.random.default_rng(3)
+    x, w, b = rng.standard_normal((3, 5)), rng.standard_normal((4, 5)), rng.standard_normal((4, 1))
+    g = rng.standard_normal((3, 4))
+    data = sym.Variable("data")
+    bias = sym.Variable("fc_bias", shape=(4, 1))
+    net = sym.FullyConnected(data, bias=bias, num_hidden=4, name="fc")
+    grads = {"data": nd.zeros((3, 5)), "fc_weight": nd.zeros((4, 5)), "fc_bias": nd.zeros((4, 1))}
+    ex = net.bind(cpu(), {"data": nd.array(x), "fc_weight": nd.array(w),
+                                "fc_bias": nd.array(b)}, args_grad=grads, grad_req=req)
+    for _ in range(2):
+        ex.forward(is_train=True)
+        ex.backward(nd.array(g))
+    np.testing.assert_allclose(ex.outputs[0].asnumpy(), x @ w.T + b.T, rtol=1e-5, atol=1e-5)
+    steps = 2 if req == "add" else 1
+    np.testing.assert_allclose(grads["fc_bias"].asnumpy(), steps * g.sum(0)[:, None], rtol=1e-5)
+    np.testing.assert_allclose(grads["fc_weight"].asnumpy(), steps * g.T @ x, rtol=1e-5,
+                               atol=1e-5)
