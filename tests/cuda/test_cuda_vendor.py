@@ -32,27 +32,32 @@ def test_products_and_convolutions_have_vendor_implementations():
             "conv/conv_backward.c.j2"} <= set(vendor.templates())
 
 
-def _grads(net, shapes, ctx, seed=0, dtype=np.float32):
-    ex = net.simple_bind(ctx=ctx, grad_req="write", type_dict={"data": dtype}, **shapes)
+def _grads(net, shapes, ctx, seed=0, dtype=np.float32, req="write"):
+    """Outputs and gradients after one step (``req="add"``: two steps accumulated)."""
+    ex = net.simple_bind(ctx=ctx, grad_req=req, type_dict={"data": dtype}, **shapes)
     for k, (_name, arr) in enumerate(sorted(ex.arg_dict.items())):
         arr[:] = _rand(arr.shape, seed + k, dtype)
-    ex.forward(is_train=True)
+    for g in ex.grad_dict.values():
+        if g is not None:
+            g[:] = 0.5  # add mode accumulates onto what is there
     head = _rand(ex.outputs[0].shape, seed + 99, dtype)
-    ex.backward([nd.array(head, ctx=ctx)])
+    for _ in range(2 if req == "add" else 1):
+        ex.forward(is_train=True)
+        ex.backward([nd.array(head, ctx=ctx)])
     out = {"out": ex.outputs[0].asnumpy()}
     out.update({k: v.asnumpy() for k, v in ex.grad_dict.items() if v is not None})
     return out
 
 
-def _check(net, shapes, rtol=1e-4, atol=1e-5, monkeypatch=None):
-    cpu = _grads(net, shapes, nnsym.cpu())
-    gpu = _grads(net, shapes, nnsym.gpu(0))
+def _check(net, shapes, rtol=1e-4, atol=1e-5, monkeypatch=None, req="write"):
+    cpu = _grads(net, shapes, nnsym.cpu(), req=req)
+    gpu = _grads(net, shapes, nnsym.gpu(0), req=req)
     assert cpu.keys() == gpu.keys()
     for k in cpu:
         np.testing.assert_allclose(gpu[k], cpu[k], rtol=rtol, atol=atol, err_msg=k)
     if monkeypatch is not None:  # the generated CUDA kernels agree too
         monkeypatch.setenv("NNSYM_CUDA_VENDOR", "0")
-        gen = _grads(net, shapes, nnsym.gpu(0))
+        gen = _grads(net, shapes, nnsym.gpu(0), req=req)
         for k in cpu:
             np.testing.assert_allclose(gen[k], gpu[k], rtol=rtol, atol=atol, err_msg=k)
 
@@ -74,6 +79,13 @@ def test_convolution_forward_and_backward(cfg, monkeypatch):
     spatial = {1: (9,), 2: (9, 8), 3: (5, 6, 7)}[len(cfg["kernel"])]
     net = sym.Convolution(sym.Variable("data"), name="conv", **cfg)
     _check(net, {"data": (3, 4, *spatial)}, monkeypatch=monkeypatch)
+
+
+@pytest.mark.parametrize("cfg", CONVS[:2], ids=["pad", "stride-no_bias"])
+def test_convolution_gradients_accumulate(cfg):
+    """grad_req="add": two steps summed onto 0.5 in every gradient array."""
+    net = sym.Convolution(sym.Variable("data"), name="conv", **cfg)
+    _check(net, {"data": (3, 4, 9, 8)}, req="add")
 
 
 def test_convolution_batched_algorithm_and_gradient_accumulation():
@@ -113,9 +125,10 @@ def test_dot_other_float_dtypes(dtype):
     np.testing.assert_allclose(mine, ref, rtol=tol, atol=tol)
 
 
-def test_fully_connected_training_with_bias(monkeypatch):
+@pytest.mark.parametrize("req", ["write", "add"])
+def test_fully_connected_training_with_bias(req, monkeypatch):
     data = sym.Variable("data")
     h = sym.Activation(sym.FullyConnected(data, num_hidden=12, name="fc1"), act_type="relu")
     net = sym.FullyConnected(h, num_hidden=5, name="fc2")
-    _check(net, {"data": (7, 10)}, monkeypatch=monkeypatch)
+    _check(net, {"data": (7, 10)}, monkeypatch=monkeypatch, req=req)
 
