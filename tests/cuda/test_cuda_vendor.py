@@ -12,6 +12,7 @@ import pytest
 import nnsym
 from nnsym import nd, sym
 from nnsym.codegen import compiler
+from nnsym.cuda import runtime
 from nnsym.devtools.cuda import shim
 from nnsym.ops.common import device as vendor
 
@@ -132,3 +133,24 @@ def test_fully_connected_training_with_bias(req, monkeypatch):
     net = sym.FullyConnected(h, num_hidden=5, name="fc2")
     _check(net, {"data": (7, 10)}, monkeypatch=monkeypatch, req=req)
 
+
+
+def test_vendor_kernels_are_chosen_unless_turned_off(monkeypatch, gpu_backend):
+    """Float GEMMs and channel-first convolutions load as vendor kernels; integer GEMMs,
+    depthwise convolutions and NNSYM_CUDA_VENDOR=0 load the generated CUDA kernels."""
+    from nnsym.ir.spec import KernelSpec
+    from nnsym.ops.dot.dot import gemm_launch
+
+    be = runtime.backend()
+    f32 = gemm_launch(np.dtype(np.float32), "write", batch=1, m=2, n=3, k=4, ta=False,
+                      tb=False).spec
+    i32 = gemm_launch(np.dtype(np.int32), "write", batch=1, m=2, n=3, k=4, ta=False,
+                      tb=False).spec
+    depthwise = KernelSpec.make("conv/conv_forward.c.j2", algo="depthwise", dtype="float32",
+                                req="write", bias=False, channel_last=False)
+    fns = be.functions([f32, i32, depthwise])
+    assert isinstance(fns[f32.name], runtime.VendorKernel)
+    assert not isinstance(fns[i32.name], runtime.VendorKernel)
+    assert not isinstance(fns[depthwise.name], runtime.VendorKernel)
+    monkeypatch.setenv("NNSYM_CUDA_VENDOR", "0")
+    assert not isinstance(be.functions([f32])[f32.name], runtime.VendorKernel)

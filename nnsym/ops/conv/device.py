@@ -159,5 +159,5 @@ def _backward_run(xp: Any, at: ArrayAt, spec: KernelSpec, ptrs: Sequence[int],
             else:  # taps do not overlap and there is no padding: every input written once
                 dx[lo:hi] = 0
                 geo.add_columns(xp, dcols, dx[lo:hi])
-    if req_w != "null" and wsum is not None:
-        store(xp, dw, wsum, req_w)
+    if req_w != "null":  # no images: the weight gradient is zero
+        store(xp, dw, xp.zeros(dw.shape, dt) if wsum is None else wsum, req_w)
