@@ -229,7 +229,10 @@ class BaseSparseNDArray(NDArray):
         """A copy into ``other`` (which keeps its storage type) or onto a context."""
         if isinstance(other, Context):
             if other.device_type == "gpu":
-                raise NNSymError("gpu contexts are not supported yet (CUDA backend issue)")
+                raise NNSymError(
+                    f"a {self.stype} array cannot be copied to {other} yet: sparse storage on "
+                    "gpu contexts is not supported (docs/gpu.md, 'Not done yet'); keep it on "
+                    "the cpu, or copy tostype('default') to the gpu")
             c = self.copy()
             c._ctx = other
             return c

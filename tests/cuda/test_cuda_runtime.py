@@ -185,6 +185,9 @@ def test_mixed_devices_and_unsupported_uses_are_clear_errors():
     csr = sym.Variable("x", stype="csr")
     with pytest.raises(NNSymError, match="sparse storage"):
         sym.dot(csr, sym.Variable("w")).simple_bind(ctx=g, x=(2, 3), w=(3, 2))
+    sparse = nd.array(_rand((2, 3))).tostype("csr")
+    with pytest.raises(NNSymError, match=r"csr array cannot be copied to gpu\(0\).*tostype"):
+        sparse.as_in_context(g)
 
 
 def _bind_and_step(net, ctx, shapes, seed=0, grad_req="write", steps=1):
