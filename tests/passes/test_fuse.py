@@ -12,6 +12,7 @@ import json
 
 import numpy as np
 import pytest
+from fuse_harness import bind, run_both, same_bits
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,40 +25,6 @@ from nnsym.ops.elemwise.fused import PAR_MIN, scalar_form
 from nnsym.passes.infer import infer_shape, infer_type
 from nnsym.passes.lower import lower
 from nnsym.testing import as_nd, infer_node, make_inputs
-
-
-def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
-    """Equal values, NaN where the other has NaN (any payload); -0.0 and 0.0 differ."""
-    if a.dtype != b.dtype or a.shape != b.shape:
-        return False
-    if a.dtype.kind != "f":
-        return bool(np.array_equal(a, b))
-    nan_a, nan_b = np.isnan(a), np.isnan(b)
-    it = {2: np.uint16, 4: np.uint32, 8: np.uint64}[a.itemsize]
-    return bool(np.array_equal(nan_a, nan_b) and
-                np.array_equal(a.view(it)[~nan_a], b.view(it)[~nan_b]))
-
-
-def bind(net, arrays: dict, fusion: bool, grads: bool = False) -> Executor:
-    names = net.list_arguments()
-    args = [as_nd(arrays[n]) for n in names]
-    g = [as_nd(np.zeros_like(arrays[n])) for n in names] if grads else None
-    return Executor(net, cpu(), args, g, "write" if grads else "null", fusion=fusion)
-
-
-def run_both(net, arrays: dict, heads: list | None = None):
-    """Forward (and backward with ``heads``) with fusion on and off: (fused, unfused), each
-    (outputs, gradients, executor)."""
-    res = []
-    for fusion in (True, False):
-        ex = bind(net, arrays, fusion, grads=heads is not None)
-        outs = [o.asnumpy().copy() for o in ex.forward(is_train=heads is not None)]
-        gs = []
-        if heads is not None:
-            ex.backward([as_nd(h) for h in heads])
-            gs = [g.asnumpy().copy() for g in ex.grad_arrays]
-        res.append((outs, gs, ex))
-    return res
 
 
 def fused_names(ex: Executor) -> set[str]:

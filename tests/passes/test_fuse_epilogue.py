@@ -12,48 +12,14 @@ import json
 
 import numpy as np
 import pytest
+from fuse_harness import bind, run_both, same_bits
 
-from nnsym import cpu, sym
-from nnsym.executor.executor import Executor
+from nnsym import sym
 from nnsym.ir.spec import KernelCall
 from nnsym.ops.elemwise.fused import FusedParams
 from nnsym.ops.elemwise.fused_epilogue import EpilogueError, EpilogueParams, epilogue_lowering
 from nnsym.passes.lower import lower
 from nnsym.testing import as_nd
-
-
-def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
-    """Equal values, NaN where the other has NaN; -0.0 and 0.0 differ."""
-    if a.dtype != b.dtype or a.shape != b.shape:
-        return False
-    if a.dtype.kind != "f":
-        return bool(np.array_equal(a, b))
-    nan_a, nan_b = np.isnan(a), np.isnan(b)
-    it = {4: np.uint32, 8: np.uint64}[a.itemsize]
-    return bool(np.array_equal(nan_a, nan_b) and
-                np.array_equal(a.view(it)[~nan_a], b.view(it)[~nan_b]))
-
-
-def bind(net, arrays: dict, fusion: bool, grads: bool) -> Executor:
-    args = [as_nd(arrays[n]) for n in net.list_arguments()]
-    aux = [as_nd(arrays[n]) for n in net.list_auxiliary_states()]
-    g = [as_nd(np.zeros_like(arrays[n])) for n in net.list_arguments()] if grads else None
-    return Executor(net, cpu(), args, g, "write" if grads else "null", aux, fusion=fusion)
-
-
-def run_both(net, arrays: dict, heads: list | None = None):
-    """Forward (and backward with ``heads``) with fusion on and off: (fused, unfused), each
-    (outputs, gradients, executor)."""
-    res = []
-    for fusion in (True, False):
-        ex = bind(net, arrays, fusion, grads=heads is not None)
-        outs = [o.asnumpy().copy() for o in ex.forward(is_train=heads is not None)]
-        gs = []
-        if heads is not None:
-            ex.backward([as_nd(h) for h in heads] if heads else None)
-            gs = [g.asnumpy().copy() for g in ex.grad_arrays]
-        res.append((outs, gs, ex))
-    return res
 
 
 def epilogue_nodes(ex) -> dict[str, str]:
@@ -299,23 +265,13 @@ def test_fc_epilogue_on_the_emulated_gpu_matches_unfused():
 
     if shim.cxx() is None:
         pytest.skip("needs g++")
-    net = mlp()
-    arrays = mlp_arrays("float32")
-    res = []
     old = runtime._BACKEND
     runtime.use_backend("emulate")
     try:
-        for fusion in (True, False):
-            ctx = gpu(0)
-            names = net.list_arguments()
-            ex = Executor(net, ctx, [as_nd(arrays[n]).as_in_context(ctx) for n in names],
-                          [as_nd(np.zeros_like(arrays[n])).as_in_context(ctx) for n in names],
-                          "write", fusion=fusion)
-            out = ex.forward(is_train=True)[0].asnumpy().copy()
-            ex.backward()
-            res.append((out, [g.asnumpy().copy() for g in ex.grad_arrays], ex))
+        res = run_both(mlp(), mlp_arrays("float32"), heads=[], ctx=gpu(0))
     finally:
         runtime._BACKEND = old
+    res = [(outs[0], gs, ex) for outs, gs, ex in res]
     assert len(epilogue_nodes(res[0][2])) == 2 and not epilogue_nodes(res[1][2])
     assert same_bits(res[0][0], res[1][0])
     assert all(same_bits(a, b) for a, b in zip(res[0][1], res[1][1]))
@@ -330,29 +286,15 @@ def test_batchnorm_epilogue_on_the_emulated_gpu_matches_unfused(train):
 
     if shim.cxx() is None:
         pytest.skip("needs g++")
-    net = bn_relu(False)
     arrays = bn_arrays("float32")
     head = np.random.default_rng(4).uniform(-1, 1, arrays["x"].shape).astype(np.float32)
-    res = []
     old = runtime._BACKEND
     runtime.use_backend("emulate")
     try:
-        for fusion in (True, False):
-            ctx = gpu(0)
-            names = net.list_arguments()
-            ex = Executor(net, ctx, [as_nd(arrays[n]).as_in_context(ctx) for n in names],
-                          [as_nd(np.zeros_like(arrays[n])).as_in_context(ctx) for n in names]
-                          if train else None, "write" if train else "null",
-                          [as_nd(arrays[n]).as_in_context(ctx)
-                           for n in net.list_auxiliary_states()], fusion=fusion)
-            out = ex.forward(is_train=train)[0].asnumpy().copy()
-            grads = []
-            if train:
-                ex.backward(as_nd(head).as_in_context(ctx))
-                grads = [g.asnumpy().copy() for g in ex.grad_arrays]
-            res.append((out, grads, ex))
+        res = run_both(bn_relu(False), arrays, heads=[head] if train else None, ctx=gpu(0))
     finally:
         runtime._BACKEND = old
+    res = [(outs[0], gs, ex) for outs, gs, ex in res]
     assert epilogue_nodes(res[0][2]) == {"bn,relu": "_fused_BatchNorm"}
     assert same_bits(res[0][0], res[1][0])
     assert all(same_bits(a, b) for a, b in zip(res[0][1], res[1][1]))
