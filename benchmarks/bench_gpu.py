@@ -273,7 +273,7 @@ def torch_case(env: Env, wid: str, compiled: bool) -> Case:
         return torch.compile(f) if compiled else f
 
     if wid in ("W1", "W2"):
-        from bench_executor import LAYERS
+        from bench_table import torch_mlp
 
         train = wid == "W1"
         f = mlp_data(env, env.sizes.mlp_batch if train else 1)
@@ -282,15 +282,7 @@ def torch_case(env: Env, wid: str, compiled: bool) -> Case:
         x = torch.tensor(f["x"], device=dev)
         y = torch.tensor(f["y"], device=dev)
 
-        def fwd(x: Any) -> Any:
-            h = x
-            for i in range(1, len(LAYERS) + 1):
-                h = F.linear(h, tp[f"fc{i}_weight"], tp[f"fc{i}_bias"])
-                if i < len(LAYERS):
-                    h = torch.relu(h)
-            return h
-
-        net = compile_(fwd)
+        net = compile_(torch_mlp(torch, tp))
 
         def w1() -> None:
             for v in tp.values():

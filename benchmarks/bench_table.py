@@ -263,31 +263,35 @@ def _step1_rss(step: Callable[[], Any]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- W1, W2: the MLP
 
-def _mlp_torch(ctx: Ctx, train: bool, compiled: bool) -> tuple[Any, dict[str, Any]]:
+def torch_mlp(torch: Any, tp: dict[str, Any]) -> Callable[[Any], Any]:
+    """The MLP's forward in torch over the parameters ``tp`` (``fc{i}_weight``/``_bias``;
+    also used by bench_gpu.py)."""
     from bench_executor import LAYERS
 
+    def fwd(x: Any) -> Any:
+        h = x
+        for i in range(1, len(LAYERS) + 1):
+            h = torch.nn.functional.linear(h, tp[f"fc{i}_weight"], tp[f"fc{i}_bias"])
+            if i < len(LAYERS):
+                h = torch.relu(h)
+        return h
+    return fwd
+
+
+def _mlp_torch(ctx: Ctx, train: bool, compiled: bool) -> tuple[Any, dict[str, Any]]:
     torch = _torch()
     f = load(ctx.data, "mlp")
     tp = {k: torch.tensor(v, requires_grad=train) for k, v in f.items() if k.startswith("fc")}
     x = torch.from_numpy(f["x"] if train else f["x"][:1].copy())
     y = torch.from_numpy(f["y"])
-    F = torch.nn.functional
-
-    def fwd(x: Any) -> Any:
-        h = x
-        for i in range(1, len(LAYERS) + 1):
-            h = F.linear(h, tp[f"fc{i}_weight"], tp[f"fc{i}_bias"])
-            if i < len(LAYERS):
-                h = torch.relu(h)
-        return h
-
+    fwd = torch_mlp(torch, tp)
     net = torch.compile(fwd) if compiled else fwd
     names = [k for k in sorted(tp) if k.startswith("fc")]
 
     def w1() -> None:
         for v in tp.values():
             v.grad = None
-        F.cross_entropy(net(x), y, reduction="sum").backward()
+        torch.nn.functional.cross_entropy(net(x), y, reduction="sum").backward()
 
     def w2() -> Any:
         with torch.no_grad():

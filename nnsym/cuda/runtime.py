@@ -175,14 +175,15 @@ class Backend:
         repeated operator call renders and hashes nothing. Specs with a vendor-library
         implementation (``nnsym.ops.common.device``: cuBLAS GEMMs and convolutions) get a
         :class:`VendorKernel` unless ``NNSYM_CUDA_VENDOR=0``; the rest their CUDA twin."""
-        key = (vendor_enabled(), *sorted({s.name for s in specs}))
+        vendor = vendor_enabled()
+        key = (vendor, *sorted({s.name for s in specs}))
         hit = self._functions.get(key)
         if hit is None:
             require_twins(specs)
             hit = {}
             rest = []
             for s in sorted(set(specs), key=lambda s: s.name):
-                fn = device_function(s) if vendor_enabled() else None
+                fn = device_function(s) if vendor else None
                 if fn is None:
                     rest.append(s)
                 else:
@@ -199,12 +200,8 @@ class Backend:
     def array_at(self, ptr: int, dtype: np.dtype, shape: tuple[int, ...]) -> Any:
         raise NotImplementedError
 
-    def run_vendor(self, fn: VendorKernel, ptrs: Sequence[int], ia: Sequence[int],
-                   fa: Sequence[float]) -> None:
-        self.bind_vendor(fn, ptrs, ia, fa)()
-
-    def bind_vendor(self, fn: VendorKernel, ptrs: Sequence[int], ia: Sequence[int],
-                    fa: Sequence[float]) -> Callable[[], None]:
+    def _bind_vendor(self, fn: VendorKernel, ptrs: Sequence[int], ia: Sequence[int],
+                     fa: Sequence[float]) -> Callable[[], None]:
         return fn.fn(self.xp(), self.array_at, fn.spec, ptrs, ia, fa)
 
     def _load_functions(self, specs: list[KernelSpec]) -> dict[str, Any]:
@@ -212,6 +209,15 @@ class Backend:
 
     def launch(self, fn: Any, ptrs: Sequence[int], ia: Sequence[int], fa: Sequence[float],
                work: int) -> None:
+        """Run one loaded kernel (``functions``) on the C kernel's p/ia/fa; a vendor kernel
+        runs through its library."""
+        if isinstance(fn, VendorKernel):
+            self._bind_vendor(fn, ptrs, ia, fa)()
+        else:
+            self._launch(fn, ptrs, ia, fa, work)
+
+    def _launch(self, fn: Any, ptrs: Sequence[int], ia: Sequence[int], fa: Sequence[float],
+                work: int) -> None:
         raise NotImplementedError
 
     def is_array(self, d: Any) -> bool:
@@ -221,19 +227,21 @@ class Backend:
                 work: int) -> Any:
         """A launch bound once (a graph executor's): ``run()`` launches it, ``run(fa)`` with
         new scalar arguments (Dropout's fresh seed)."""
-        args = (list(ptrs), list(ia), list(fa))
         if isinstance(fn, VendorKernel):  # views made once; a vendor kernel takes no seed
-            run = self.bind_vendor(fn, args[0], args[1], args[2])
+            run = self._bind_vendor(fn, list(ptrs), list(ia), list(fa))
 
             class BoundVendor:
                 def run(_self, new_fa: Sequence[float] | None = None) -> None:
                     run()
 
             return BoundVendor()
+        return self._prepare(fn, list(ptrs), list(ia), list(fa), work)
 
+    def _prepare(self, fn: Any, ptrs: list[int], ia: list[int], fa: list[float],
+                 work: int) -> Any:
         class Bound:
             def run(_self, new_fa: Sequence[float] | None = None) -> None:
-                self.launch(fn, args[0], args[1], args[2] if new_fa is None else new_fa, work)
+                self._launch(fn, ptrs, ia, fa if new_fa is None else new_fa, work)
 
         return Bound()
 
@@ -311,27 +319,23 @@ class CupyBackend(Backend):
         opts = ("-std=c++17", *DEVICE_FLAGS)
         return self.cp.RawModule(code=source, options=opts)
 
-    def launch(self, fn: Any, ptrs: Sequence[int], ia: Sequence[int], fa: Sequence[float],
-               work: int) -> None:
-        if isinstance(fn, VendorKernel):
-            self.run_vendor(fn, ptrs, ia, fa)
-            return
+    def _device_args(self, ptrs: Sequence[int], ia: Sequence[int],
+                     fa: Sequence[float]) -> tuple[Any, Any, Any]:
+        """The C kernel's p, ia and fa arrays, copied to device memory."""
         cp = self.cp
-        p = cp.asarray(np.asarray(list(ptrs) or [0], np.uint64))
-        i = cp.asarray(np.asarray(list(ia) or [0], np.int64))
-        f = cp.asarray(np.asarray(list(fa) or [0.0], np.float64))
-        grid = grid_for(work, self.block, self.max_grid)
-        fn((grid,), (self.block,), (p, i, f))
+        return (cp.asarray(np.asarray(list(ptrs) or [0], np.uint64)),
+                cp.asarray(np.asarray(list(ia) or [0], np.int64)),
+                cp.asarray(np.asarray(list(fa) or [0.0], np.float64)))
 
-    def prepare(self, fn: Any, ptrs: Sequence[int], ia: Sequence[int], fa: Sequence[float],
-                work: int) -> Any:
+    def _launch(self, fn: Any, ptrs: Sequence[int], ia: Sequence[int], fa: Sequence[float],
+                work: int) -> None:
+        grid = grid_for(work, self.block, self.max_grid)
+        fn((grid,), (self.block,), self._device_args(ptrs, ia, fa))
+
+    def _prepare(self, fn: Any, ptrs: list[int], ia: list[int], fa: list[float],
+                 work: int) -> Any:
         """p, ia and fa copied to the device once; a new fa (a fresh seed) is copied in place."""
-        if isinstance(fn, VendorKernel):
-            return super().prepare(fn, ptrs, ia, fa, work)
-        cp = self.cp
-        p = cp.asarray(np.asarray(list(ptrs) or [0], np.uint64))
-        i = cp.asarray(np.asarray(list(ia) or [0], np.int64))
-        f = cp.asarray(np.asarray(list(fa) or [0.0], np.float64))
+        p, i, f = self._device_args(ptrs, ia, fa)
         grid = grid_for(work, self.block, self.max_grid)
         block = self.block
 

@@ -16,7 +16,6 @@ import numpy as np
 from nnsym.cuda.runtime import (
     Backend,
     CudaUnavailableError,
-    VendorKernel,
     grid_for,
     register_backend,
 )
@@ -76,11 +75,8 @@ class EmulatedBackend(Backend):
         raw = (ctypes.c_char * nbytes).from_address(int(ptr))
         return np.frombuffer(memoryview(raw), dt).reshape(shape)
 
-    def launch(self, fn: Any, ptrs: Sequence[int], ia: Sequence[int], fa: Sequence[float],
-               work: int) -> None:
-        if isinstance(fn, VendorKernel):
-            self.run_vendor(fn, ptrs, ia, fa)
-            return
+    def _launch(self, fn: Any, ptrs: Sequence[int], ia: Sequence[int], fa: Sequence[float],
+                work: int) -> None:
         lib, name = fn
         ffi = lib.ffi
         p = ffi.new("void *[]", [ffi.cast("void *", x) for x in ptrs] or [ffi.NULL])

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from nnsym.ir.spec import KernelSpec
-from nnsym.ops.common.device import ArrayAt, DeviceFn, Run, register_device
+from nnsym.ops.common.device import ArrayAt, DeviceFn, Run, register_device, store
 
 
 @register_device("dot/dot_gemm.c.j2")
@@ -54,8 +54,5 @@ def _gemm(xp: Any, at: ArrayAt, spec: KernelSpec, ptrs: Sequence[int], ia: Seque
         prod = matmul(a, b)
         if b_row is not None:
             prod += b_row
-        if add:
-            c[...] += prod
-        else:
-            c[...] = prod
+        store(xp, c, prod, ctx["req"])
     return run
