@@ -13,12 +13,11 @@ from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, merge_shape
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.common.grad import no_gradient
-from nnsym.ops.quantization.quantize import maxabs
+from nnsym.ops.quantization.quantize import RANGED_OUTPUTS, maxabs
 from nnsym.types import shape_str
 
 F32 = np.float32
 INPUTS = ("lhs", "rhs", "lhs_min", "lhs_max", "rhs_min", "rhs_max")
-OUTPUTS = ("output", "min_output", "max_output")
 # MXNet 1.9.1's quantization ranges (quantization_utils.h): int8 127.5, uint8 255.5, int32 2^31
 RANGE = {"int8": F32(127.5), "uint8": F32(255.5)}
 INT32_RANGE = F32(2147483648.0)
@@ -139,7 +138,7 @@ QUANTIZED_ELEMWISE_ADD = register(
         name="_contrib_quantized_elemwise_add",
         params=QuantizedElemwiseAddParams,
         inputs=INPUTS,
-        outputs=OUTPUTS,
+        outputs=RANGED_OUTPUTS,
         infer_shape=_shape("quantized_elemwise_add", 3),
         infer_type=quantized_elemwise_add_type,
         reference=quantized_elemwise_add_reference,
@@ -224,7 +223,7 @@ QUANTIZED_ELEMWISE_MUL = register(
         name="_contrib_quantized_elemwise_mul",
         params=QuantizedElemwiseMulParams,
         inputs=INPUTS,
-        outputs=lambda p: OUTPUTS[:_mul_nout(p)],
+        outputs=lambda p: RANGED_OUTPUTS[:_mul_nout(p)],
         infer_shape=quantized_elemwise_mul_shape,
         infer_type=quantized_elemwise_mul_type,
         reference=quantized_elemwise_mul_reference,

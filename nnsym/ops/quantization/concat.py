@@ -11,7 +11,7 @@ from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, merge_shape
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.common.grad import no_gradient
-from nnsym.ops.quantization.quantize import maxabs
+from nnsym.ops.quantization.quantize import RANGED_OUTPUTS, maxabs
 from nnsym.types import shape_str
 
 MAX_ARGS = 1024
@@ -110,7 +110,7 @@ QUANTIZED_CONCAT = register(
         name="_contrib_quantized_concat",
         params=QuantizedConcatParams,
         inputs=quantized_concat_inputs,
-        outputs=("output", "min_output", "max_output"),
+        outputs=RANGED_OUTPUTS,
         key_var_num_args="num_args",
         infer_shape=quantized_concat_shape,
         infer_type=quantized_concat_type,

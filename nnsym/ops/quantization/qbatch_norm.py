@@ -12,6 +12,7 @@ from nnsym.errors import NoKernelError
 from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, get_op, merge_shape, register
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.common.grad import no_gradient
+from nnsym.ops.quantization.quantize import RANGED_OUTPUTS
 
 # NOTE: nnsym.ops imports the nn family (BatchNorm) before this one.
 BATCH_NORM = get_op("BatchNorm")
@@ -97,7 +98,7 @@ QUANTIZED_BATCH_NORM = register(
         params=BATCH_NORM.params,
         inputs=INPUTS,
         aux=("moving_mean", "moving_var"),
-        outputs=("output", "min_output", "max_output"),
+        outputs=RANGED_OUTPUTS,
         infer_shape=quantized_batch_norm_shape,
         infer_type=quantized_batch_norm_type,
         reference=quantized_batch_norm_reference,

@@ -13,7 +13,7 @@ from nnsym.errors import NoKernelError
 from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, get_op, merge_shape, register
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered
 from nnsym.ops.common.grad import no_gradient
-from nnsym.ops.quantization.quantize import int8_product_type, maxabs
+from nnsym.ops.quantization.quantize import RANGED_OUTPUTS, int8_product_type, maxabs
 
 # NOTE: nnsym.ops imports the conv family (Convolution) before this one.
 CONVOLUTION = get_op("Convolution")
@@ -101,7 +101,7 @@ QUANTIZED_CONV = register(
         name="_contrib_quantized_conv",
         params=CONVOLUTION.params,
         inputs=quantized_conv_inputs,
-        outputs=("output", "min_output", "max_output"),
+        outputs=RANGED_OUTPUTS,
         infer_shape=quantized_conv_shape,
         infer_type=quantized_conv_type,
         reference=quantized_conv_reference,

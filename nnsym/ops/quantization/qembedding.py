@@ -12,6 +12,7 @@ from nnsym.errors import NoKernelError
 from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, get_op, merge_shape, register
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.common.grad import no_gradient
+from nnsym.ops.quantization.quantize import RANGED_OUTPUTS
 
 # NOTE: nnsym.ops imports the nn family (Embedding) before this one.
 EMBEDDING = get_op("Embedding")
@@ -66,7 +67,7 @@ QUANTIZED_EMBEDDING = register(
         name="_contrib_quantized_embedding",
         params=EMBEDDING.params,
         inputs=("data", "weight", "min_weight", "max_weight"),
-        outputs=("output", "min_output", "max_output"),
+        outputs=RANGED_OUTPUTS,
         infer_shape=quantized_embedding_shape,
         infer_type=quantized_embedding_type,
         reference=quantized_embedding_reference,

@@ -14,7 +14,7 @@ from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, get_op, merge_shape, r
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.common.grad import no_gradient
-from nnsym.ops.quantization.quantize import int8_product_type, maxabs
+from nnsym.ops.quantization.quantize import RANGED_OUTPUTS, int8_product_type, maxabs
 
 F32 = np.float32
 # MXNet 1.9.1's scales (kInt8Range, kUint8Range) and the levels of its output range (127, 255)
@@ -108,7 +108,7 @@ QUANTIZED_FULLY_CONNECTED = register(
         name="_contrib_quantized_fully_connected",
         params=QuantizedFullyConnectedParams,
         inputs=quantized_fully_connected_inputs,
-        outputs=("output", "min_output", "max_output"),
+        outputs=RANGED_OUTPUTS,
         infer_shape=quantized_fully_connected_shape,
         infer_type=quantized_fully_connected_type,
         reference=quantized_fully_connected_reference,

@@ -13,6 +13,7 @@ from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, get_op, mer
 from nnsym.ir.params import Params
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered
 from nnsym.ops.common.grad import no_gradient
+from nnsym.ops.quantization.quantize import RANGED_OUTPUTS
 from nnsym.types import shape_str
 
 # NOTE: nnsym.ops imports the conv family (Pooling) before this one.
@@ -113,7 +114,7 @@ QUANTIZED_POOLING = register(
         name="_contrib_quantized_pooling",
         params=POOLING.params,
         inputs=("data", "min_data", "max_data"),
-        outputs=("output", "min_output", "max_output"),
+        outputs=RANGED_OUTPUTS,
         infer_shape=quantized_pooling_shape,
         infer_type=quantized_pooling_type,
         reference=quantized_pooling_reference,

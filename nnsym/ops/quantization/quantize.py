@@ -22,6 +22,8 @@ QLIMITS = {"int8": (-128, 127), "uint8": (0, 255)}
 RANGE_T = "quantization/qrange.c.j2"
 ELEM_T = "quantization/quantize.c.j2"
 OUTS3 = ("output0", "output1", "output2")  # MXNet's default names: no FListOutputNames
+# The outputs of the quantized operators: the int8/uint8/int32 result and its float range
+RANGED_OUTPUTS = ("output", "min_output", "max_output")
 
 
 def maxabs(lo: np.ndarray | float, hi: np.ndarray | float) -> np.float32:

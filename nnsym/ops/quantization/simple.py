@@ -12,7 +12,7 @@ from nnsym.ir.opdef import DENSE, Example, Kernel, OpDef, RuleError, merge_shape
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.common.grad import no_gradient
-from nnsym.ops.quantization.quantize import _range_type_check
+from nnsym.ops.quantization.quantize import RANGED_OUTPUTS, _range_type_check
 
 RANGE_INPUTS = ("data", "min_data", "max_data")
 
@@ -73,7 +73,7 @@ QUANTIZED_FLATTEN = register(
         name="_contrib_quantized_flatten",
         params=QuantizedFlattenParams,
         inputs=RANGE_INPUTS,
-        outputs=("output", "min_output", "max_output"),
+        outputs=RANGED_OUTPUTS,
         infer_shape=quantized_flatten_shape,
         infer_type=lambda p, ins, outs: _typed(ins, FLATTEN_DTYPES, "quantized_flatten"),
         reference=quantized_flatten_reference,
@@ -121,7 +121,7 @@ QUANTIZED_ACT = register(
         name="_contrib_quantized_act",
         params=QuantizedActParams,
         inputs=RANGE_INPUTS,
-        outputs=("output", "min_output", "max_output"),
+        outputs=RANGED_OUTPUTS,
         infer_shape=quantized_act_shape,
         infer_type=lambda p, ins, outs: _typed(ins, ("int8",), "quantized_act"),
         reference=quantized_act_reference,
