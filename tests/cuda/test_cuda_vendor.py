@@ -82,7 +82,8 @@ def test_convolution_forward_and_backward(cfg, monkeypatch):
     _check(net, {"data": (3, 4, *spatial)}, monkeypatch=monkeypatch)
 
 
-@pytest.mark.parametrize("cfg", CONVS[:2], ids=["pad", "stride-no_bias"])
+@pytest.mark.parametrize("cfg", [CONVS[0], CONVS[1], CONVS[2], CONVS[5]],
+                         ids=["pad", "stride-no_bias", "1x1-no_pad", "apart-no_pad"])
 def test_convolution_gradients_accumulate(cfg):
     """grad_req="add": two steps summed onto 0.5 in every gradient array."""
     net = sym.Convolution(sym.Variable("data"), name="conv", **cfg)

@@ -96,68 +96,64 @@ def _choose_backward(spec: KernelSpec) -> DeviceFn | None:
 
 def _forward(xp: Any, at: ArrayAt, spec: KernelSpec, ptrs: Sequence[int], ia: Sequence[int],
              fa: Sequence[float]) -> Run:
-    return lambda: _forward_run(xp, at, spec, ptrs, ia)
-
-
-def _backward(xp: Any, at: ArrayAt, spec: KernelSpec, ptrs: Sequence[int], ia: Sequence[int],
-              fa: Sequence[float]) -> Run:
-    return lambda: _backward_run(xp, at, spec, ptrs, ia)
-
-
-def _forward_run(xp: Any, at: ArrayAt, spec: KernelSpec, ptrs: Sequence[int],
-                 ia: Sequence[int]) -> None:
     ctx = spec.context()
     dt = np.dtype(ctx["dtype"])
     geo = _Geo(ia)
-    bias = bool(ctx["bias"])
+    bias, req = bool(ctx["bias"]), ctx["req"]
     x = at(ptrs[0], dt, (geo.n, geo.c, *geo.x))
     w = at(ptrs[1], dt, (geo.g, geo.fg, geo.kk))
     out = at(ptrs[3 if bias else 2], dt, (geo.n, geo.g, geo.fg, geo.pp))
     b = at(ptrs[2], dt, (1, geo.g, geo.fg, 1)) if bias else None
-    for lo in range(0, geo.n, geo.block):
-        hi = min(geo.n, lo + geo.block)
-        cols = geo.columns(xp, geo.padded(xp, x[lo:hi]))
-        if ctx["req"] != "add" and b is None:
-            xp.matmul(w, cols, out=out[lo:hi])
-            continue
-        y = xp.matmul(w, cols)
-        if b is not None:
-            y += b
-        store(xp, out[lo:hi], y, ctx["req"])
+
+    def run() -> None:
+        for lo in range(0, geo.n, geo.block):
+            hi = min(geo.n, lo + geo.block)
+            cols = geo.columns(xp, geo.padded(xp, x[lo:hi]))
+            if req != "add" and b is None:
+                xp.matmul(w, cols, out=out[lo:hi])
+                continue
+            y = xp.matmul(w, cols)
+            if b is not None:
+                y += b
+            store(xp, out[lo:hi], y, req)
+    return run
 
 
-def _backward_run(xp: Any, at: ArrayAt, spec: KernelSpec, ptrs: Sequence[int],
-                  ia: Sequence[int]) -> None:
+def _backward(xp: Any, at: ArrayAt, spec: KernelSpec, ptrs: Sequence[int], ia: Sequence[int],
+              fa: Sequence[float]) -> Run:
     ctx = spec.context()
     dt = np.dtype(ctx["dtype"])
     geo = _Geo(ia)
     req_x, req_w, req_b = ctx["req_x"], ctx["req_w"], ctx["req_b"]
     gy = at(ptrs[0], dt, (geo.n, geo.g, geo.fg, geo.pp))
     x = at(ptrs[1], dt, (geo.n, geo.c, *geo.x))
-    w = at(ptrs[2], dt, (geo.g, geo.fg, geo.kk))
+    wt = at(ptrs[2], dt, (geo.g, geo.fg, geo.kk)).swapaxes(1, 2)  # (g, kk, fg)
     dx = at(ptrs[3], dt, (geo.n, geo.c, *geo.x))
     dw = at(ptrs[4], dt, (geo.g, geo.fg, geo.kk))
-    if req_b != "null":
-        db = at(ptrs[5], dt, (geo.g, geo.fg))
-        store(xp, db, gy.sum(axis=(0, 3)), req_b)
-    wsum = None
-    wt = w.swapaxes(1, 2)  # (g, kk, fg)
-    for lo in range(0, geo.n, geo.block):
-        hi = min(geo.n, lo + geo.block)
-        g = gy[lo:hi]
-        if req_w != "null":
-            cols = geo.columns(xp, geo.padded(xp, x[lo:hi]))
-            part = xp.matmul(g, cols.swapaxes(2, 3)).sum(axis=0)  # (g, fg, kk)
-            wsum = part if wsum is None else wsum + part
-        if req_x != "null":
-            dcols = xp.matmul(wt, g)  # (nb, g, kk, pp)
-            if any(geo.p) or any(s < k for s, k in zip(geo.s, geo.k)) or req_x == "add":
-                acc = xp.zeros((hi - lo, geo.c, *(xs + 2 * ps for xs, ps in zip(geo.x, geo.p))),
-                               dt)
-                geo.add_columns(xp, dcols, acc)
-                store(xp, dx[lo:hi], geo.unpadded(acc), req_x)
-            else:  # taps do not overlap and there is no padding: every input written once
-                dx[lo:hi] = 0
-                geo.add_columns(xp, dcols, dx[lo:hi])
-    if req_w != "null":  # no images: the weight gradient is zero
-        store(xp, dw, xp.zeros(dw.shape, dt) if wsum is None else wsum, req_w)
+    db = at(ptrs[5], dt, (geo.g, geo.fg)) if req_b != "null" else None
+    padded = tuple(xs + 2 * ps for xs, ps in zip(geo.x, geo.p))
+
+    def run() -> None:
+        if db is not None:
+            store(xp, db, gy.sum(axis=(0, 3)), req_b)
+        wsum = None
+        for lo in range(0, geo.n, geo.block):
+            hi = min(geo.n, lo + geo.block)
+            g = gy[lo:hi]
+            if req_w != "null":
+                cols = geo.columns(xp, geo.padded(xp, x[lo:hi]))
+                part = xp.matmul(g, cols.swapaxes(2, 3)).sum(axis=0)  # (g, fg, kk)
+                wsum = part if wsum is None else wsum + part
+            if req_x != "null":
+                dcols = xp.matmul(wt, g)  # (nb, g, kk, pp)
+                if any(geo.p):  # col2im into the padded images, then the inner part
+                    acc = xp.zeros((hi - lo, geo.c, *padded), dt)
+                    geo.add_columns(xp, dcols, acc)
+                    store(xp, dx[lo:hi], geo.unpadded(acc), req_x)
+                else:  # col2im straight into the gradient (add mode: onto what is there)
+                    if req_x != "add":
+                        dx[lo:hi] = 0
+                    geo.add_columns(xp, dcols, dx[lo:hi])
+        if req_w != "null":  # no images: the weight gradient is zero
+            store(xp, dw, xp.zeros(dw.shape, dt) if wsum is None else wsum, req_w)
+    return run
