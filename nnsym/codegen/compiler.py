@@ -590,6 +590,8 @@ RUNTIME_CDEF = """\
 typedef void (*nnsym_kernel_t)(void *const *, const int64_t *, const double *);
 void nnsym_run_list(int64_t n, nnsym_kernel_t *f, void *const **p, const int64_t **ia,
                     const double **fa);
+void nnsym_run_list_timed(int64_t n, nnsym_kernel_t *f, void *const **p, const int64_t **ia,
+                          const double **fa, int64_t *ns);
 void nnsym_parallel(void (*fn)(void *, int64_t, int64_t), void *ctx, int64_t nparts);
 int nnsym_set_threads(int n);
 int nnsym_get_threads(void);

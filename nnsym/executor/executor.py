@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy as _copy
 import functools
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -449,6 +450,9 @@ class Executor:
                     self._workspaces[0].fill(0)  # touch its pages now
             return self._workspaces[0]
         self._keep: list[Any] = []
+        # per prebound cpu call (its pointer array's address): (node name, operator), for
+        # profile()
+        self._labels: dict[int, tuple[str, str]] = {}
         self._seeds: list[tuple[Any, int]] = []  # (fa, slot) to reseed before every run
 
         def prebind(nid: int, low: Lowered, target: list[Any]) -> None:
@@ -480,6 +484,11 @@ class Executor:
                 ia = FFI.new("int64_t[]", list(ln.ia) or [0])
                 fa = FFI.new("double[]", list(ln.fa) or [0.0])
                 self._keep.append((p, ia, fa))
+                node = idx.nodes[nid]
+                label = "+".join(node.attrs["fused_nodes"].split(",")) \
+                    if "fused_nodes" in node.attrs else node.name
+                self._labels[int(FFI.cast("uintptr_t", p))] = (
+                    label, node.op.name if node.op is not None else "null")
                 if ln.seed_slot is not None:
                     self._seeds.append((fa, ln.seed_slot))
                 target.append((fn, p, ia, fa))
@@ -581,6 +590,7 @@ class Executor:
         # with its arguments bound), so forward/backward spend no Python on dispatch.
         # (the callables hold the packed segments, and so the argument arrays they point to)
         self._go = {name: self._runner(segs) for name, segs in packed.items()}
+        self._packed = packed
         self._out_names = sym.list_outputs()
         self._last_train: bool | None = None  # None: no forward yet
         self._monitor: tuple[Any, bool, Any] | None = None  # (callback, monitor_all, active)
@@ -651,6 +661,50 @@ class Executor:
             self._run_monitor(is_train)
         return list(self.outputs)
 
+    def profile(self, is_train: bool = False, backward: bool = False,
+                out_grads: NDArray | Sequence[NDArray | None] | Mapping[str, NDArray]
+                | None = None) -> list[tuple[str, str, float]]:
+        """Run forward (and with ``backward``, backward with ``out_grads`` as in
+        :meth:`backward`) once, timing every kernel call: ``[(node name, operator, seconds)]``
+        in run order. A fused kernel is named by the nodes it computes (``fc1+relu1``,
+        operator ``_fused_FullyConnected``); a Python step (a custom operator, a sparse
+        fallback, a delivery into a gradient array) is one entry named ``"(python)"``. Where a
+        node lowers to several kernels, each is an entry. The outputs and gradients are those
+        of an ordinary run. An nnsym addition for finding where a bound graph spends its time;
+        cpu contexts only."""
+        if self._gpu is not None or self._run is None:
+            raise NNSymError(f"Executor.profile: only cpu executors can be profiled, not "
+                             f"{self._ctx}")
+        if backward:
+            self._set_heads(out_grads)
+        timed = compiler.runtime().nnsym_run_list_timed
+        out: list[tuple[str, str, float]] = []
+
+        def run(segments: list[Any]) -> None:
+            for seg in segments:
+                if type(seg) is tuple:
+                    n, fns, ps, ias, fas = seg
+                    ns = FFI.new("int64_t[]", max(1, n))
+                    timed(n, fns, ps, ias, fas, ns)
+                    for i in range(n):
+                        name, op = self._labels.get(int(FFI.cast("uintptr_t", ps[i])),
+                                                    ("?", "?"))
+                        out.append((name, op, ns[i] * 1e-9))
+                else:
+                    t0 = time.perf_counter()
+                    seg()
+                    out.append(("(python)", "(python)", time.perf_counter() - t0))
+
+        for arr, value in self._pinned:
+            arr._data.fill(value)
+        for fa, slot in self._seeds:
+            fa[slot] = float(next_seed())
+        run(self._packed["train" if is_train else "infer"])
+        self._last_train = is_train
+        if backward:
+            run(self._packed["bwd_train" if is_train else "bwd"])
+        return out
+
     def set_monitor_callback(self, callback: Callable[[str, NDArray], Any] | None,
                              monitor_all: bool = False,
                              active: Callable[[], bool] | None = None) -> None:
@@ -711,6 +765,16 @@ class Executor:
         """Run backward: gradients written into (or, for grad_req 'add', added to) grad_arrays.
         ``out_grads``: head gradients for the non-loss outputs (an NDArray, a list or a dict
         by output name)."""
+        self._set_heads(out_grads)
+        if self._last_train is None:
+            raise ExecutorStateError(
+                "backward called before forward: run forward(is_train=True) first (the "
+                "gradients are computed from the values forward leaves behind)")
+        self._go["bwd_train" if self._last_train else "bwd"]()
+
+    def _set_heads(self, out_grads: NDArray | Sequence[NDArray | None] | Mapping[str, NDArray]
+                   | None) -> None:
+        """Copy the head gradients of the non-loss outputs into their planned arrays."""
         names = self._out_names
         heads = _head_list(out_grads, names)
         for k, h in enumerate(self._head_arrays):
@@ -730,11 +794,6 @@ class Executor:
                 h[:] = src
             else:
                 h._data[...] = src.asnumpy() if src.context.device_type == "gpu" else src._data
-        if self._last_train is None:
-            raise ExecutorStateError(
-                "backward called before forward: run forward(is_train=True) first (the "
-                "gradients are computed from the values forward leaves behind)")
-        self._go["bwd_train" if self._last_train else "bwd"]()
 
     def reshape(self, partial_shaping: bool = False, allow_up_sizing: bool = False,
                 **kwargs: Any) -> Executor:
