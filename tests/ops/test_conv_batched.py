@@ -127,6 +127,10 @@ GEOMETRIES = [
     (2, 2, 4, 2, (3, 3), 1, 1, 0, 1),  # K = 1: one column-matrix row per group
     (2, 3, 4, 1, (2, 2), 5, 1, 2, 1),  # kernel columns that see only padding
     (2, 5, 4, 1, (1, 7), 3, 1, 1, 1),  # one input row: kernel rows in the padding
+    # output rows of 16 or more: the row-wise column passes (shorter ones go through padded
+    # planes, as every 2-D case above)
+    (2, 3, 4, 1, (3, 18), 3, 1, 1, 1),
+    (2, 3, 4, 1, (2, 40), 3, 2, 2, 1),
 ]
 
 
