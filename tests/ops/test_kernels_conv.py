@@ -372,3 +372,51 @@ def test_empty_batch(req):
         check_pool({"global_pool": True, "pool_type": pool_type}, [x], req)
     vec = [np.full(4, 0.5, np.float32) for _ in range(4)]
     check_bn({}, [x, *vec], req)
+
+
+def _max_pool_grad_reference(x: np.ndarray, g: np.ndarray, kernel: tuple[int, ...],
+                             stride: tuple[int, ...], pad: tuple[int, ...]) -> np.ndarray:
+    """Max pooling's input gradient, channel-first: each output's gradient to the first cell of
+    its window (clipped to the data, row-major) holding the maximum, or the first NaN."""
+    dx = np.zeros_like(x)
+    for idx in np.ndindex(*g.shape):
+        n, c, *o = idx
+        lo = [max(oi * s - p, 0) for oi, s, p in zip(o, stride, pad)]
+        hi = [min(oi * s - p + k, xs) for oi, s, p, k, xs in zip(o, stride, pad, kernel,
+                                                               x.shape[2:])]
+        win = x[(n, c, *[slice(a, b) for a, b in zip(lo, hi)])]
+        flat = win.reshape(-1)
+        nans = np.flatnonzero(np.isnan(flat))
+        k = nans[0] if nans.size else int(np.argmax(flat))  # argmax: the first maximum
+        cell = np.unravel_index(k, win.shape)
+        dx[(n, c, *[a + q for a, q in zip(lo, cell)])] += g[idx]
+    return dx
+
+
+@pytest.mark.parametrize("shape,params", [
+    ((2, 3, 7, 7), {"kernel": (3, 3), "stride": (2, 2), "pad": (1, 1)}),
+    ((2, 3, 9), {"kernel": (3,), "stride": (1,), "pad": (1,)}),
+    ((1, 2, 4, 5, 5), {"kernel": (2, 3, 3), "stride": (1, 2, 2), "pad": (0, 1, 1)}),
+])
+def test_max_pooling_gradient_goes_to_the_first_of_tied_maxima(shape, params):
+    """Data from three values, so most windows hold their maximum more than once: the gradient
+    goes to the first such cell (MXNet's unpool_max), with NaNs mixed in."""
+    from nnsym import nd, sym
+
+    rng = np.random.default_rng(11)
+    x = rng.choice(np.array([-1.0, 0.0, 2.0], np.float32), size=shape)
+    for with_nan in (False, True):
+        if with_nan:
+            x.reshape(-1)[::7] = np.nan
+        exe = sym.Pooling(sym.Variable("x"), pool_type="max", **params).simple_bind(
+            x=shape, grad_req="add")
+        exe.arg_dict["x"][:] = x
+        out = exe.forward(is_train=True)[0].asnumpy()
+        g = rng.uniform(-1, 1, out.shape).astype(np.float32)
+        pre = rng.uniform(-1, 1, shape).astype(np.float32)
+        exe.grad_dict["x"][:] = pre
+        exe.backward(nd.array(g))
+        want = _max_pool_grad_reference(x, g, params["kernel"], params["stride"],
+                                        params["pad"])
+        np.testing.assert_allclose(exe.grad_dict["x"].asnumpy(), pre + want, rtol=1e-6,
+                                   atol=1e-6)
