@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -23,11 +24,11 @@ from nnsym import nd, sym
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def main() -> None:
-    samples = 3 if "--quick" in sys.argv else 10
-    print("#", environment())
+def bind(train: bool = True) -> tuple[Any, Any]:
+    """W7's executor (parameters N(0, 0.05), BatchNorm statistics 0 / 1, data N(0, 1); every
+    parameter's gradient with ``train``) and a head gradient for its output."""
     net = sym.load(ROOT / "tests" / "golden" / "resnet18_v1-symbol.json")
-    reqs = {n: ("null" if n == "data" else "write") for n in net.list_arguments()}
+    reqs = {n: ("null" if n == "data" or not train else "write") for n in net.list_arguments()}
     exe = net.simple_bind(data=(8, 3, 64, 64), grad_req=reqs)
     rng = np.random.default_rng(0)
     for a in exe.arg_dict.values():
@@ -36,6 +37,13 @@ def main() -> None:
         a[:] = 1.0 if "var" in k else 0.0
     head = nd.array(rng.standard_normal(exe.outputs[0].shape).astype(np.float32))
     exe.arg_dict["data"][:] = rng.standard_normal((8, 3, 64, 64))
+    return exe, head
+
+
+def main() -> None:
+    samples = 3 if "--quick" in sys.argv else 10
+    print("#", environment())
+    exe, head = bind()
 
     def train_step():
         exe.forward(is_train=True)

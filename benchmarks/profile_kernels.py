@@ -25,22 +25,11 @@ sys.path.insert(0, str(HERE))
 
 from harness import environment  # noqa: E402
 
-from nnsym import nd, sym  # noqa: E402
-
-ROOT = HERE.parent
-
 
 def bind_resnet(train: bool):
-    net = sym.load(ROOT / "tests" / "golden" / "resnet18_v1-symbol.json")
-    reqs = {n: ("null" if n == "data" or not train else "write") for n in net.list_arguments()}
-    exe = net.simple_bind(data=(8, 3, 64, 64), grad_req=reqs)
-    rng = np.random.default_rng(0)
-    for a in exe.arg_dict.values():
-        a[:] = rng.standard_normal(a.shape) * 0.05
-    for k, a in exe.aux_dict.items():
-        a[:] = 1.0 if "var" in k else 0.0
-    head = nd.array(rng.standard_normal(exe.outputs[0].shape).astype(np.float32))
-    return exe, head
+    from bench_resnet import bind
+
+    return bind(train)
 
 
 def bind_mlp(train: bool):
