@@ -669,3 +669,32 @@ def test_speed_against_numpy():
             f"{name}: numpy {t_np * 1e3:.2f} ms, nnsym {t_c * 1e3:.2f} ms, "
             f"{t_np / t_c:.2f}x numpy's speed"
         )
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("channels", [4, 6, 9])
+def test_batch_norm_training_statistics_by_channel_groups(dtype, channels):
+    """The training forward sums four channels' statistics at a time (full groups and a
+    remainder of 1-3): outputs, saved mean and inverse std against a float64 reference."""
+    from nnsym import sym
+
+    rng = np.random.default_rng(channels)
+    shape = (3, channels, 3, 2)
+    y = sym.BatchNorm(sym.Variable("x"), fix_gamma=False, output_mean_var=True, name="bn")
+    exe = y.simple_bind(x=shape, type_dict={"x": dtype}, grad_req="null")
+    x = (rng.standard_normal(shape) * 3 + 1).astype(dtype)
+    gamma = rng.uniform(0.5, 2, channels).astype(dtype)
+    beta = rng.standard_normal(channels).astype(dtype)
+    exe.arg_dict["x"][:] = x
+    exe.arg_dict["bn_gamma"][:] = gamma
+    exe.arg_dict["bn_beta"][:] = beta
+    out, mean, invstd = (o.asnumpy() for o in exe.forward(is_train=True))
+    xd = x.astype(np.float64)
+    mu = xd.mean(axis=(0, 2, 3))
+    var = xd.var(axis=(0, 2, 3))
+    istd = 1 / np.sqrt(var + 1e-3)
+    want = (xd - mu[:, None, None]) * (istd * gamma)[:, None, None] + beta[:, None, None]
+    tol = 1e-6 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(mean, mu, rtol=tol, atol=tol)
+    np.testing.assert_allclose(invstd, istd, rtol=tol, atol=tol)
+    np.testing.assert_allclose(out, want, rtol=tol, atol=tol * 10)
