@@ -667,11 +667,11 @@ class Executor:
         """Run forward (and with ``backward``, backward with ``out_grads`` as in
         :meth:`backward`) once, timing every kernel call: ``[(node name, operator, seconds)]``
         in run order. A fused kernel is named by the nodes it computes (``fc1+relu1``,
-        operator ``_fused_FullyConnected``); a Python step (a custom operator, a sparse
-        fallback, a delivery into a gradient array) is one entry named ``"(python)"``. Where a
-        node lowers to several kernels, each is an entry. The outputs and gradients are those
-        of an ordinary run. An nnsym addition for finding where a bound graph spends its time;
-        cpu contexts only."""
+        operator ``_fused_FullyConnected``); a Python step (a custom operator, a node with
+        sparse storage) by its node; a delivery into a sparse gradient array is named
+        ``"(python)"``. Where a node lowers to several kernels, each is an entry. The outputs
+        and gradients are those of an ordinary run. An nnsym addition for finding where a
+        bound graph spends its time; cpu contexts only."""
         if self._gpu is not None or self._run is None:
             raise NNSymError(f"Executor.profile: only cpu executors can be profiled, not "
                              f"{self._ctx}")
@@ -693,7 +693,8 @@ class Executor:
                 else:
                     t0 = time.perf_counter()
                     seg()
-                    out.append(("(python)", "(python)", time.perf_counter() - t0))
+                    name, op = seg.label if isinstance(seg, _Step) else ("(python)", "(python)")
+                    out.append((name, op, time.perf_counter() - t0))
 
         for arr, value in self._pinned:
             arr._data.fill(value)
@@ -1033,7 +1034,7 @@ def _sparse_step(node: Node, ins: list[NDArray], outs: list[NDArray], reqs: tupl
     where = f"node '{node.name}' ({op.name})"
     in_names = list(op.input_names(p)) + [str(i) for i in range(len(op.input_names(p)), len(ins))]
 
-    def step() -> None:
+    def run() -> None:
         targets = [None if d is None else record(d, where) for d in direct] if use_direct else []
         recs = [record(a, f"{where} input '{n}'") for a, n in zip(ins, in_names)]
         res = dispatch.run(op, p, raw, dec, recs, shapes, dtypes, targets,
@@ -1045,7 +1046,7 @@ def _sparse_step(node: Node, ins: list[NDArray], outs: list[NDArray], reqs: tupl
                 continue
             _store(t, wrap(r, ctx, ins), req)
 
-    return step
+    return _Step(run, node.name, op.name)
 
 
 def _python_step(kern: PythonCompute, node: Node, state: Any, reqs: tuple[str, ...],
@@ -1054,10 +1055,22 @@ def _python_step(kern: PythonCompute, node: Node, state: Any, reqs: tuple[str, .
     the executor's arrays."""
     name, params = node.name, node.params
 
-    def step() -> None:
+    def run() -> None:
         kern.run(name, params, state, is_train, reqs, ins, outs)
 
-    return step
+    return _Step(run, name, node.op.name if node.op is not None else "null")
+
+
+class _Step:
+    """A Python step of a bound graph, named (for Executor.profile) by its node and operator."""
+
+    __slots__ = ("label", "run")
+
+    def __init__(self, run: Callable[[], None], name: str, op: str) -> None:
+        self.run, self.label = run, (name, op)
+
+    def __call__(self) -> None:
+        self.run()
 
 
 def _delivery(src: NDArray, target: NDArray, req: str) -> Any:

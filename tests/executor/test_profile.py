@@ -69,3 +69,18 @@ def test_profile_backward_needs_the_head_gradients():
     exe = _bind(np.random.default_rng(2))
     with pytest.raises(NNSymError, match="head gradient"):
         exe.profile(is_train=True, backward=True)
+
+
+def test_profile_names_python_steps_by_their_node():
+    """A node with sparse storage runs as a Python step: its entry carries its node's name."""
+    x, w = sym.Variable("x", stype="csr"), sym.Variable("w")
+    loss = sym.MakeLoss(sym.sum(sym.square(sym.dot(x, w, name="d"))), name="l")
+    exe = loss.simple_bind(x=(6, 5), w=(5, 3), stype_dict={"x": "csr"},
+                           grad_req={"x": "null", "w": "write"})
+    dense = np.eye(6, 5, dtype=np.float32)
+    exe.arg_dict["x"][:] = nd.array(dense).tostype("csr")
+    exe.arg_dict["w"][:] = np.ones((5, 3), np.float32)
+    prof = exe.profile(is_train=True, backward=True)
+    assert ("d", "dot") in [(name, op) for name, op, _ in prof]
+    np.testing.assert_allclose(exe.grad_dict["w"].asnumpy(), 2 * dense.T @ (dense @ np.ones(
+        (5, 3), np.float32)), rtol=1e-6)
