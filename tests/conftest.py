@@ -33,8 +33,14 @@ def _precompiled_kernels():
 ])
 def gpu_backend(request):
     """The gpu tests' backend, made current for one test: the emulated device, and again a real
-    one through cupy where one is available (marked ``gpu``). Modules use it with
-    ``pytest.mark.usefixtures("gpu_backend")``."""
+    one through cupy where one is available (marked ``gpu``); skipped without gcc and g++ (the
+    emulated device's host shim). Modules use it with
+    ``pytestmark = pytest.mark.usefixtures("gpu_backend")``."""
+    from nnsym.codegen import compiler
+    from nnsym.devtools.cuda import shim
+
+    if shim.cxx() is None or compiler.compiler() is None:
+        pytest.skip("needs gcc and g++")
     old = runtime._BACKEND
     runtime.use_backend(request.param)
     yield request.param

@@ -590,7 +590,6 @@ class Executor:
         # with its arguments bound), so forward/backward spend no Python on dispatch.
         # (the callables hold the packed segments, and so the argument arrays they point to)
         self._go = {name: self._runner(segs) for name, segs in packed.items()}
-        self._packed = packed
         self._out_names = sym.list_outputs()
         self._last_train: bool | None = None  # None: no forward yet
         self._monitor: tuple[Any, bool, Any] | None = None  # (callback, monitor_all, active)
@@ -646,16 +645,7 @@ class Executor:
                 else:
                     dst._data[...] = (v if not isinstance(v, NDArray) else v.asnumpy()
                                       if v.context.device_type == "gpu" else v._data)
-        for arr, value in self._pinned:
-            if self._gpu is None:
-                arr._data.fill(value)
-            else:
-                arr[:] = value
-        self._last_train = is_train
-        # every run draws new random values (Dropout in training or mode='always', RReLU, the
-        # random operators), as MXNet's generators advance on every forward
-        for fa, slot in self._seeds:
-            fa[slot] = float(next_seed())
+        self._start_run(is_train)
         self._go["train" if is_train else "infer"]()
         if self._monitor is not None:
             self._run_monitor(is_train)
@@ -696,15 +686,30 @@ class Executor:
                     name, op = seg.label if isinstance(seg, _Step) else ("(python)", "(python)")
                     out.append((name, op, time.perf_counter() - t0))
 
+        self._start_run(is_train)
+        run(self._segments_of("train" if is_train else "infer"))
+        if backward:
+            run(self._segments_of("bwd_train" if is_train else "bwd"))
+        return out
+
+    def _start_run(self, is_train: bool) -> None:
+        """What every forward does before its kernels: refill the pinned arguments, note the
+        mode for backward, draw the random operators' seeds."""
         for arr, value in self._pinned:
-            arr._data.fill(value)
+            if self._gpu is None:
+                arr._data.fill(value)
+            else:
+                arr[:] = value
+        self._last_train = is_train
+        # every run draws new random values (Dropout in training or mode='always', RReLU, the
+        # random operators), as MXNet's generators advance on every forward
         for fa, slot in self._seeds:
             fa[slot] = float(next_seed())
-        run(self._packed["train" if is_train else "infer"])
-        self._last_train = is_train
-        if backward:
-            run(self._packed["bwd_train" if is_train else "bwd"])
-        return out
+
+    def _segments_of(self, kind: str) -> list[Any]:
+        """The packed segments behind ``self._go[kind]`` (see _runner)."""
+        go = self._go[kind]
+        return list(go.args[0]) if go.func == self._exec else [go.args]
 
     def set_monitor_callback(self, callback: Callable[[str, NDArray], Any] | None,
                              monitor_all: bool = False,
@@ -740,9 +745,9 @@ class Executor:
             if monitor_all or not is_input:
                 callback(name, arr)
 
-    def _runner(self, segments: list[Any]) -> Callable[[], Any]:
+    def _runner(self, segments: list[Any]) -> functools.partial[Any]:
         """A callable running ``segments``: the foreign call itself, its arguments bound, where
-        they are one run of kernels on the cpu."""
+        they are one run of kernels on the cpu (_segments_of reads them back)."""
         run = self._run
         if run is not None and len(segments) == 1 and type(segments[0]) is tuple:
             return functools.partial(run, *segments[0])

@@ -11,17 +11,11 @@ import pytest
 
 import nnsym
 from nnsym import nd, sym
-from nnsym.codegen import compiler
 from nnsym.cuda import runtime
-from nnsym.devtools.cuda import shim
 from nnsym.ops.common import device as vendor
 
 # every test runs on the emulated device and, where one is available, on a real one
-pytestmark = [
-    pytest.mark.skipif(shim.cxx() is None or compiler.compiler() is None,
-                       reason="needs gcc and g++"),
-    pytest.mark.usefixtures("gpu_backend"),
-]
+pytestmark = pytest.mark.usefixtures("gpu_backend")
 
 
 def _rand(shape, seed=0, dtype=np.float32):

@@ -10,15 +10,9 @@ import pytest
 import nnsym
 import nnsym.random as mxrandom
 from nnsym import nd, sym
-from nnsym.codegen import compiler
-from nnsym.devtools.cuda import shim
 
 # every test runs on the emulated device and, where one is available, on a real one
-pytestmark = [
-    pytest.mark.skipif(shim.cxx() is None or compiler.compiler() is None,
-                       reason="needs gcc and g++"),
-    pytest.mark.usefixtures("gpu_backend"),
-]
+pytestmark = pytest.mark.usefixtures("gpu_backend")
 
 
 def _same(a: np.ndarray, b: np.ndarray, device: str) -> None:
