@@ -27,7 +27,7 @@ from nnsym.codegen import compiler
 from nnsym.ir.spec import KernelCall, Lowered
 from nnsym.ops import REGISTRY
 from nnsym.ops.conv import conv
-from nnsym.ops.conv.conv import convolution_backward_lowering, convolution_lowering
+from nnsym.ops.conv.conv import per_image_backward_lowering, per_image_lowering
 
 FFI = compiler.FFI
 CONV = REGISTRY["Convolution"]
@@ -95,14 +95,14 @@ def layer(name: str, n: int, c: int, h: int, f: int, k: int, s: int, pd: int,
     g = rng.standard_normal((n, f, oh, oh)).astype(dt)
     fcall = KernelCall(p, (x.shape, w.shape), (dt, dt), ((n, f, oh, oh),), (dt,))
     bcall = KernelCall(p, (g.shape, x.shape, w.shape), (dt,) * 3, (x.shape, w.shape), (dt,) * 2)
-    saved = conv.FORWARD_MAX_P, conv.BACKWARD_MAX_P
-    conv.FORWARD_MAX_P = conv.BACKWARD_MAX_P = 1 << 30  # past the thresholds
+    saved = conv.FORWARD_MAX_P, conv.FORWARD_WIDE_MAX_P, conv.BACKWARD_MAX_P
+    conv.FORWARD_MAX_P = conv.FORWARD_WIDE_MAX_P = conv.BACKWARD_MAX_P = 1 << 30  # past them
     try:
         fnew, bnew = conv.batched_forward_lowering(fcall), \
             conv.batched_backward_lowering(bcall)
         nb = fnew.launches[0].ia[-1] if fnew is not None else 1
     finally:
-        conv.FORWARD_MAX_P, conv.BACKWARD_MAX_P = saved
+        conv.FORWARD_MAX_P, conv.FORWARD_WIDE_MAX_P, conv.BACKWARD_MAX_P = saved
     if fnew is None or bnew is None:  # one image per block: nothing to batch
         print(f"# {name}: one image per block within the block bound, not batched")
         return []
@@ -110,9 +110,9 @@ def layer(name: str, n: int, c: int, h: int, f: int, k: int, s: int, pd: int,
     grads_old = [np.empty(x.shape, dt), np.empty(w.shape, dt)]
     grads_new = [np.empty(x.shape, dt), np.empty(w.shape, dt)]
     runs = {
-        ("forward", "per-image"): bind(convolution_lowering(fcall), [x, w, y_old]),
+        ("forward", "per-image"): bind(per_image_lowering(fcall), [x, w, y_old]),
         ("forward", "batched"): bind(fnew, [x, w, y_new]),
-        ("backward", "per-image"): bind(convolution_backward_lowering(bcall),
+        ("backward", "per-image"): bind(per_image_backward_lowering(bcall),
                                         [g, x, w, *grads_old]),
         ("backward", "batched"): bind(bnew, [g, x, w, *grads_new]),
     }

@@ -20,8 +20,8 @@ from nnsym.ops.conv.conv import (
     ConvolutionParams,
     batched_backward_lowering,
     batched_forward_lowering,
-    convolution_backward_lowering,
-    convolution_lowering,
+    per_image_backward_lowering,
+    per_image_lowering,
 )
 from nnsym.testing import as_nd
 
@@ -82,7 +82,7 @@ def check_forward(p: ConvolutionParams, ins: list[np.ndarray], oshape: tuple[int
     rng = np.random.default_rng(3)
     pre = rng.uniform(-1, 1, oshape).astype(dt) if req == "add" else np.full(oshape, np.nan, dt)
     want, got = pre.copy(), pre.copy()
-    launch(convolution_lowering(call), [*ins, want])
+    launch(per_image_lowering(call), [*ins, want])
     launch(new, [*ins, got])
     close(got, want)
 
@@ -103,7 +103,7 @@ def check_backward(p: ConvolutionParams, ins: list[np.ndarray], oshape: tuple[in
             for s, r in zip(oshapes, reqs)]
     want = [a.copy() for a in pres]
     got = [a.copy() for a in pres]
-    launch(convolution_backward_lowering(call), [*bins, *want])
+    launch(per_image_backward_lowering(call), [*bins, *want])
     launch(new, [*bins, *got])
     for gv, wv, r in zip(got, want, reqs):
         if r == "null":
@@ -131,6 +131,8 @@ GEOMETRIES = [
     # planes, as every 2-D case above)
     (2, 3, 4, 1, (3, 18), 3, 1, 1, 1),
     (2, 3, 4, 1, (2, 40), 3, 2, 2, 1),
+    # P = 400 > FORWARD_MAX_P with K = 72 >= FORWARD_WIDE_MIN_K: batched forward too
+    (2, 8, 4, 1, (20, 20), 3, 1, 1, 1),
 ]
 
 
@@ -194,8 +196,13 @@ def test_declines():
     assert fwd(k3, (2, 4, 4, 4), (4, 4, 3, 3), (2, 4, 4, 4), "float16") is None
     assert fwd({**k3, "layout": "NHWC"}, (2, 4, 4, 4), (4, 3, 3, 4), (2, 4, 4, 4)) is None
     assert fwd({**k3, "num_group": 4}, (2, 4, 4, 4), (4, 1, 3, 3), (2, 4, 4, 4)) is None
-    big = conv.FORWARD_MAX_P + 1
-    assert fwd(k3, (2, 4, 1, big), (4, 4, 3, 3), (2, 4, 1, big)) is None
+    big = conv.FORWARD_MAX_P + 1  # past it, only with K >= FORWARD_WIDE_MIN_K
+    assert fwd(k3, (2, 4, 1, big), (4, 4, 3, 3), (2, 4, 1, big)) is None  # K = 36
+    c8 = {**k3, "num_filter": 8}
+    assert fwd(c8, (2, 8, 1, big), (8, 8, 3, 3), (2, 8, 1, big)) is not None  # K = 72
+    wide = conv.FORWARD_WIDE_MAX_P
+    assert fwd(c8, (2, 8, 1, wide), (8, 8, 3, 3), (2, 8, 1, wide)) is not None
+    assert fwd(c8, (2, 8, 1, wide + 1), (8, 8, 3, 3), (2, 8, 1, wide + 1)) is None
     p, _ = CONV.parse_params({**k3, "no_bias": True})
     d = np.dtype(np.float32)
     for big in (conv.BACKWARD_MAX_P, conv.BACKWARD_MAX_P + 1):
@@ -207,9 +214,9 @@ def test_declines():
 
 
 def test_routed_through_nd_and_executor(monkeypatch):
-    """The coordinator's two-line change (try the batched lowering first), made here by a
-    monkeypatch of the registered kernels: nd.Convolution and an executor's backward agree
-    with the per-image kernels."""
+    """nd.Convolution and an executor's backward run the batched kernels (the registered
+    lowerings try them first) and agree with the per-image kernels, which a monkeypatch of the
+    registered kernels puts in their place for the reference run."""
     from nnsym import nd, sym
     from nnsym.ir.opdef import DENSE, Kernel
     from nnsym.ops.conv import conv as conv_mod
@@ -233,21 +240,34 @@ def test_routed_through_nd_and_executor(monkeypatch):
         exe.backward(as_nd(head))
         return [y, exe.outputs[0].asnumpy()] + [exe.grad_dict[k].asnumpy() for k in "xwb"]
 
-    want = run()
     used = []
 
     def fwd(call: KernelCall) -> Lowered:
-        low = batched_forward_lowering(call)
-        used.append(low is not None)
-        return low if low is not None else conv_mod.convolution_lowering(call)
+        used.append(batched_forward_lowering(call) is not None)
+        return conv_mod.convolution_lowering(call)
 
     def bwd(call: KernelCall) -> Lowered:
-        low = batched_backward_lowering(call)
-        used.append(low is not None)
-        return low if low is not None else conv_mod.convolution_backward_lowering(call)
+        used.append(batched_backward_lowering(call) is not None)
+        return conv_mod.convolution_backward_lowering(call)
 
     from nnsym.runtime import imperative
 
+    ref: list[str] = []
+
+    def ref_fwd(call: KernelCall) -> Lowered:
+        ref.append("fwd")
+        return per_image_lowering(call)
+
+    def ref_bwd(call: KernelCall) -> Lowered:
+        ref.append("bwd")
+        return per_image_backward_lowering(call)
+
+    with monkeypatch.context() as m:  # the reference: per-image kernels only
+        m.setitem(CONV.kernels, DENSE, Kernel(ref_fwd))
+        m.setitem(REGISTRY["_backward_Convolution"].kernels, DENSE, Kernel(ref_bwd))
+        m.setattr(imperative, "_CACHE", {})
+        want = run()
+    assert {"fwd", "bwd"} <= set(ref)
     monkeypatch.setitem(CONV.kernels, DENSE, Kernel(fwd))
     monkeypatch.setitem(REGISTRY["_backward_Convolution"].kernels, DENSE, Kernel(bwd))
     monkeypatch.setattr(imperative, "_CACHE", {})

@@ -300,7 +300,17 @@ def convolution_reference(p: ConvolutionParams, data, weight, bias=None):
 # P = 1024, 18% at 2304). The backward gained at every size up to P = 2304 (2-3x at P = 4,
 # 5-70% beyond: one im2col and two GEMMs per block rather than per image) and lost 10% at
 # P = 4096 with 3 -> 64 channels, where gathering the output gradient costs more than im2col.
+#
+# Past 256 the forward is batched up to FORWARD_WIDE_MAX_P when the column matrix has at least
+# FORWARD_WIDE_MIN_K rows: a product of 2 * K flops per output element then outweighs the
+# scatter pass's read and write of it. One process alternating the two paths (8 images, 2
+# cores, ms): ResNet's 7x7 stride-2 stem 3 -> 64 at 64x64 (P = 1024, K = 147) 1.91 -> 1.50,
+# 64 -> 64 3x3 at 32x32 (K = 576) 5.07 -> 4.30, 16 -> 32 3x3 at 32x32 (K = 144) 1.19 -> 0.84,
+# 8 -> 32 (K = 72) 0.55 -> 0.47; but 3 -> 64 3x3 (K = 27) 0.43 -> 0.47, and at P = 2304
+# (64 -> 64 at 48x48) no change.
 FORWARD_MAX_P = 256
+FORWARD_WIDE_MAX_P = 1024
+FORWARD_WIDE_MIN_K = 64
 BACKWARD_MAX_P = 2304
 # Elements of the block's buffers (column matrix plus the group's output / output-gradient
 # block): the same bound as the per-image kernel's im2col chunks.
@@ -347,10 +357,12 @@ def batched_forward_lowering(call: KernelCall, chunk: int = BATCH_CHUNK) -> Lowe
     dt = call.in_dtypes[0].name
     if dt not in ("float32", "float64") or size(call.out_shapes[0]) == 0:
         return None
-    geo = _batched_geometry(p, call.in_shapes[0], call.out_shapes[0], FORWARD_MAX_P)
+    geo = _batched_geometry(p, call.in_shapes[0], call.out_shapes[0], FORWARD_WIDE_MAX_P)
     if geo is None:
         return None
     ia, n, k, fg, pp = geo
+    if pp > FORWARD_MAX_P and k < FORWARD_WIDE_MIN_K:
+        return None
     nb = _block(n, k, fg, pp, chunk)
     if nb < 2:
         return None
@@ -392,15 +404,19 @@ def batched_backward_lowering(call: KernelCall, chunk: int = BATCH_CHUNK) -> Low
 # Dense kernels work on spatial dims padded to three (d, h, w) with size-1 leading dims.
 FLOAT_DTYPES = ("float16", "float32", "float64")
 def convolution_lowering(call: KernelCall) -> Lowered:
+    """The batched kernel where it applies and pays (several images per GEMM for small
+    outputs), else ``per_image_lowering``."""
+    batched = batched_forward_lowering(call)
+    return batched if batched is not None else per_image_lowering(call)
+
+
+def per_image_lowering(call: KernelCall) -> Lowered:
     """im2col + GEMM per image, chunk of output rows and group; a direct kernel for depthwise
     convolution (one input and one output channel per group)."""
     p: ConvolutionParams = call.params
     dt = call.in_dtypes[0].name
     if dt not in FLOAT_DTYPES:
         raise NoKernelError(f"Convolution has dense kernels for {FLOAT_DTYPES}, not {dt}")
-    batched = batched_forward_lowering(call)  # several images per GEMM for small outputs
-    if batched is not None:
-        return batched
     layout = p.data_layout
     cl = _channel_last(layout)
     n, c, *xs = _ncx(call.in_shapes[0], layout)
@@ -455,15 +471,18 @@ def convolution_lowering(call: KernelCall) -> Lowered:
 
 
 def convolution_backward_lowering(call: KernelCall) -> Lowered:
+    """The batched kernel where it applies and pays, else ``per_image_backward_lowering``."""
+    batched = batched_backward_lowering(call)
+    return batched if batched is not None else per_image_backward_lowering(call)
+
+
+def per_image_backward_lowering(call: KernelCall) -> Lowered:
     """p = [ograd, data, weight, data grad, weight grad, (bias grad), workspace]."""
     p: ConvolutionParams = call.params
     dt = call.out_dtypes[0].name
     layout = p.data_layout
     if dt not in ("float32", "float64"):
         raise NoKernelError(f"Convolution's gradient has kernels for float32/float64, not {dt}")
-    batched = batched_backward_lowering(call)
-    if batched is not None:
-        return batched
     g, data, _ = call.in_shapes
     n, c, *xs = _ncx(data, layout)
     _, f, *osz = _ncx(g, layout)
