@@ -296,6 +296,8 @@ class Blas:
     dgemm: int
     sgemv: int
     dgemv: int
+    # openblas_set_threads_callback_function (OpenBLAS 0.3.27+), 0 where the BLAS has none
+    set_threads_callback: int = 0
 
     @property
     def pointers(self) -> tuple[int, int, int, int]:
@@ -388,7 +390,10 @@ def _openblas_at(path: Path) -> Blas | None:
             continue
         if all(ptrs):
             _NUMPY_BLAS_LIBS.append(lib)  # kept loaded while its pointers are in use
-            return Blas("numpy", int_type, *(int(p) for p in ptrs if p))
+            cb = getattr(lib, config.replace("get_config", "set_threads_callback_function"),
+                         None)
+            cb_ptr = ctypes.cast(cb, ctypes.c_void_p).value if cb is not None else 0
+            return Blas("numpy", int_type, *(int(p) for p in ptrs if p), int(cb_ptr or 0))
     return None
 
 
@@ -595,6 +600,9 @@ void nnsym_run_list_timed(int64_t n, nnsym_kernel_t *f, void *const **p, const i
 void nnsym_parallel(void (*fn)(void *, int64_t, int64_t), void *ctx, int64_t nparts);
 int nnsym_set_threads(int n);
 int nnsym_get_threads(void);
+void nnsym_blas_threads(int sync, void (*dojob)(int, void *, int), int numjobs, size_t elsize,
+                        void *jobs, int data);
+void nnsym_blas_counts(int64_t *out);
 """
 
 
@@ -626,7 +634,23 @@ def _build_runtime() -> Any:
         _LIBS[key] = lib
     lib.nnsym_set_threads(default_num_threads())
     _RUNTIME = lib
+    blas_on_pool(os.environ.get("NNSYM_BLAS_THREADS", "pool").strip().lower() != "openblas")
     return lib
+
+
+def blas_on_pool(on: bool = True) -> bool:
+    """Run the BLAS's threaded products on nnsym's worker pool (``on``) or on the BLAS's own
+    threads; True when the pool now runs them. Only numpy's OpenBLAS 0.3.27 or later can hand
+    its jobs over (``openblas_set_threads_callback_function``); the setting is the library's,
+    so numpy's own products in this process follow it too. ``NNSYM_BLAS_THREADS=openblas``
+    keeps OpenBLAS's threads from the start. See docs/threads.md."""
+    b = blas()
+    if not b.set_threads_callback:
+        return False
+    lib = runtime()
+    setter = FFI.cast("void (*)(void *)", b.set_threads_callback)
+    setter(FFI.cast("void *", FFI.addressof(lib, "nnsym_blas_threads")) if on else FFI.NULL)
+    return on
 
 
 def runner() -> Any:

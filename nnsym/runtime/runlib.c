@@ -19,11 +19,16 @@
    wake-up call, never a wait: the caller does the work itself if nobody else arrives.
    After fork() the child forgets the parent's workers (they do not exist there) and starts
    its own on first use: the hazard that keeps OpenMP off by default does not apply.
-   A call made while the pool is busy (another thread's kernel) runs serially. */
+   A call made while the pool is busy (another thread's kernel) runs serially.
+
+   The pool also runs numpy's OpenBLAS's threaded products (nnsym_blas_threads, at the end):
+   there every part must run at once on a thread of its own (a gang task), so no caller
+   stealing. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <time.h>
 
 typedef void (*nnsym_kernel_t)(void *const *, const int64_t *, const double *);
@@ -64,10 +69,13 @@ static struct {
     int started;                /* workers running (in this process) */
     int64_t spin_ns;            /* how long an idle worker spins before sleeping */
     pthread_t tid[NNSYM_MAX_THREADS];
+    unsigned born[NNSYM_MAX_THREADS];  /* P.gen when worker i was made */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     atomic_uint gen;            /* task number, bumped to publish a task */
     atomic_uint_fast64_t next;  /* (task << 32) | next chunk */
+    int gang;                   /* this task's part i runs on thread i, and only there */
+    atomic_uint_fast64_t gangs; /* a gang task's parts claimed (bit i: part i) */
     atomic_int_fast64_t done;   /* chunks finished */
     atomic_int busy;
     nnsym_task_t fn;
@@ -100,10 +108,26 @@ static void run_chunks(unsigned task)
     }
 }
 
+/* A gang task: part `self` runs on thread `self` and nowhere else. P.gangs holds a bit per
+   part claimed; publish() sets it to all ones for other tasks, so a worker that arrives late
+   from an older task can claim nothing there. A late worker can never be from an unfinished
+   gang task (that task waits for it), so a bit it claims is its own part of the gang task
+   now published. */
+static void run_gang(int self)
+{
+    if (self >= P.nparts) return;
+    const uint64_t bit = (uint64_t)1 << self;
+    if (atomic_fetch_or_explicit(&P.gangs, bit, memory_order_acq_rel) & bit) return;
+    P.fn(P.ctx, self, P.nparts);
+    atomic_fetch_add_explicit(&P.done, 1, memory_order_release);
+}
+
 static void *worker(void *arg)
 {
-    (void)arg;
-    unsigned seen = atomic_load_explicit(&P.gen, memory_order_acquire);
+    const int self = (int)(intptr_t)arg;
+    /* the task number when this worker was made: a task published before the worker first
+       runs is still seen as new (a gang task needs every worker) */
+    unsigned seen = P.born[self];
     for (;;) {
         int64_t until = now_ns() + P.spin_ns;
         unsigned g;
@@ -122,7 +146,10 @@ static void *worker(void *arg)
             pthread_mutex_unlock(&P.mu);
         }
         seen = g;
-        run_chunks(g);
+        if (P.gang)
+            run_gang(self);
+        else
+            run_chunks(g);
     }
     return NULL;
 }
@@ -157,12 +184,38 @@ static int start_workers(void)
         pthread_attr_t a;
         pthread_attr_init(&a);
         pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-        int rc = pthread_create(&P.tid[P.started], &a, worker, NULL);
+        P.born[P.started + 1] = atomic_load_explicit(&P.gen, memory_order_relaxed);
+        int rc = pthread_create(&P.tid[P.started], &a, worker,
+                                (void *)(intptr_t)(P.started + 1));
         pthread_attr_destroy(&a);
         if (rc != 0) break;
         P.started++;
     }
     return P.started + 1;
+}
+
+/* Publish a task to the workers (P.busy held by the caller). */
+static void publish(nnsym_task_t fn, void *ctx, int64_t nparts, int gang)
+{
+    unsigned task = atomic_load_explicit(&P.gen, memory_order_relaxed) + 1;
+    P.fn = fn;
+    P.ctx = ctx;
+    P.nparts = nparts;
+    P.gang = gang;
+    atomic_store_explicit(&P.gangs, gang ? 0 : ~(uint64_t)0, memory_order_relaxed);
+    atomic_store_explicit(&P.done, 0, memory_order_relaxed);
+    atomic_store_explicit(&P.next, (uint64_t)task << 32, memory_order_release);
+    atomic_store_explicit(&P.gen, task, memory_order_release);
+    pthread_mutex_lock(&P.mu);
+    pthread_cond_broadcast(&P.cv);
+    pthread_mutex_unlock(&P.mu);
+}
+
+/* Wait for the published task's parts, then release the pool. */
+static void finish(int64_t nparts)
+{
+    while (atomic_load_explicit(&P.done, memory_order_acquire) < nparts) NNSYM_RELAX();
+    atomic_store_explicit(&P.busy, 0, memory_order_release);
 }
 
 /* Run fn(ctx, i, nparts) for i in [0, nparts) on the pool; returns when all have finished. */
@@ -178,17 +231,124 @@ void nnsym_parallel(nnsym_task_t fn, void *ctx, int64_t nparts)
         for (int64_t i = 0; i < nparts; ++i) fn(ctx, i, nparts);
         return;
     }
-    unsigned task = atomic_load_explicit(&P.gen, memory_order_relaxed) + 1;
-    P.fn = fn;
-    P.ctx = ctx;
-    P.nparts = nparts;
-    atomic_store_explicit(&P.done, 0, memory_order_relaxed);
-    atomic_store_explicit(&P.next, (uint64_t)task << 32, memory_order_release);
-    atomic_store_explicit(&P.gen, task, memory_order_release);
-    pthread_mutex_lock(&P.mu);
-    pthread_cond_broadcast(&P.cv);
-    pthread_mutex_unlock(&P.mu);
-    run_chunks(task);
-    while (atomic_load_explicit(&P.done, memory_order_acquire) < nparts) NNSYM_RELAX();
-    atomic_store_explicit(&P.busy, 0, memory_order_release);
+    publish(fn, ctx, nparts, 0);
+    run_chunks(atomic_load_explicit(&P.gen, memory_order_relaxed));
+    finish(nparts);
+}
+
+/* OpenBLAS's threads, replaced by the pool (openblas_set_threads_callback_function, OpenBLAS
+   0.3.27 and later; compiler.py installs it on numpy's OpenBLAS). OpenBLAS hands over
+   `numjobs` jobs of one product, and its threaded GEMM's jobs wait for each other's packed
+   panels, so every job must run at the same time on a thread of its own: job i runs on
+   thread i of the pool (a gang task), never queued behind another job. Where the pool cannot
+   give that (busy with another thread's kernel, fewer threads than jobs, workers that could
+   not start), the jobs run on threads made for the call.
+
+   Why: with OpenBLAS's own threads, each product left a BLAS thread spinning (its default
+   wait is about 0.1 s) on the core that the pool's next pass (im2col, scatter, BatchNorm)
+   wanted, three threads on two cores; an 8-image ResNet-18 stage-1 im2col took 420 us on two
+   threads against 300 us on one. */
+typedef void (*nnsym_dojob_t)(int thread, void *job, int data);
+
+static atomic_llong blas_calls[2];  /* products run on the pool, on threads made for them */
+
+/* out[0] = threaded BLAS products run on the pool so far, out[1] = on threads made for them */
+void nnsym_blas_counts(int64_t *out)
+{
+    out[0] = atomic_load(&blas_calls[0]);
+    out[1] = atomic_load(&blas_calls[1]);
+}
+
+typedef struct {
+    nnsym_dojob_t dojob;
+    char *jobs;
+    size_t elsize;
+    int data;
+} blas_gang;
+
+static void blas_gang_part(void *ctx, int64_t part, int64_t nparts)
+{
+    (void)nparts;
+    const blas_gang *g = (const blas_gang *)ctx;
+    g->dojob((int)part, g->jobs + (size_t)part * g->elsize, g->data);
+}
+
+typedef struct {
+    const blas_gang *g;
+    int part;
+} blas_spawned;
+
+static void *blas_spawned_run(void *arg)
+{
+    const blas_spawned *s = (const blas_spawned *)arg;
+    blas_gang_part((void *)s->g, s->part, 0);
+    return NULL;
+}
+
+static void blas_spawn(const blas_gang *g, int numjobs)
+{
+    atomic_fetch_add(&blas_calls[1], 1);
+    pthread_t *tid = malloc(sizeof(pthread_t) * (size_t)numjobs);
+    blas_spawned *arg = malloc(sizeof(blas_spawned) * (size_t)numjobs);
+    char *made = calloc((size_t)numjobs, 1);
+    if (!tid || !arg || !made) numjobs = -numjobs;  /* no memory: every job on this thread */
+    for (int i = 1; i < numjobs; ++i) {
+        arg[i] = (blas_spawned){g, i};
+        made[i] = pthread_create(&tid[i], NULL, blas_spawned_run, &arg[i]) == 0;
+    }
+    /* NOTE: a job whose thread could not be made (or any job, out of memory) runs here after
+       job 0, which OpenBLAS's GEMM jobs may wait on forever; that needs a process out of
+       threads or memory, where OpenBLAS's own pool could not have started either. */
+    const int n = numjobs < 0 ? -numjobs : numjobs;
+    blas_gang_part((void *)g, 0, n);
+    for (int i = 1; i < n; ++i) {
+        if (numjobs > 0 && made[i])
+            pthread_join(tid[i], NULL);
+        else
+            blas_gang_part((void *)g, i, n);
+    }
+    free(tid);
+    free(arg);
+    free(made);
+}
+
+static pthread_mutex_t blas_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void blas_forget_after_fork(void) { pthread_mutex_init(&blas_mu, NULL); }
+
+static void blas_run(const blas_gang *g, int numjobs)
+{
+    if (numjobs == 1) {
+        blas_gang_part((void *)g, 0, 1);
+        return;
+    }
+    if (numjobs > P.threads || atomic_exchange_explicit(&P.busy, 1, memory_order_acquire)) {
+        blas_spawn(g, numjobs);
+        return;
+    }
+    if (P.started + 1 < numjobs && start_workers() < numjobs) {
+        atomic_store_explicit(&P.busy, 0, memory_order_release);
+        blas_spawn(g, numjobs);
+        return;
+    }
+    atomic_fetch_add(&blas_calls[0], 1);
+    publish(blas_gang_part, (void *)g, numjobs, 1);
+    run_gang(0);
+    finish(numjobs);
+}
+
+void nnsym_blas_threads(int sync, nnsym_dojob_t dojob, int numjobs, size_t elsize, void *jobs,
+                        int data)
+{
+    (void)sync;  /* OpenBLAS's exec_blas passes 1: return when every job has finished */
+    if (numjobs <= 0) return;
+    static atomic_int atfork;
+    if (!atomic_exchange(&atfork, 1)) pthread_atfork(NULL, NULL, blas_forget_after_fork);
+    /* One product's jobs at a time: OpenBLAS gives the jobs of concurrent products the same
+       per-thread buffers (by job index) on this path. Measured: four Python threads running
+       numpy products at once gave wrong results without this lock, the same bits with it. */
+    pthread_mutex_lock(&blas_mu);
+    const blas_gang g = {dojob, (char *)jobs, elsize, data};
+    blas_run(&g, numjobs);
+    pthread_mutex_unlock(&blas_mu);
 }

@@ -108,3 +108,72 @@ def test_openblas_found_through_threadpoolctl_where_numpy_has_no_bundled_copy(mo
     assert via_threadpoolctl == direct  # same int type, same function addresses
     monkeypatch.setattr(compiler, "_loaded_openblas", list)
     assert compiler._numpy_blas() is None  # and then blas() falls back to scipy's cython_blas
+
+
+BLAS_POOL_SNIPPET = r"""
+import json, os, threading
+import numpy as np
+from nnsym.codegen import compiler
+rt = compiler.runtime()
+if not compiler.blas().set_threads_callback:
+    print(json.dumps({"skip": "this OpenBLAS has no threads callback"})); raise SystemExit
+def counts():
+    c = compiler.FFI.new("int64_t[2]"); rt.nnsym_blas_counts(c); return list(c)
+rng = np.random.default_rng(0)
+cases = [(rng.standard_normal((512, 1152)).astype(np.float32),
+          rng.standard_normal((1152, 64)).astype(np.float32)),
+         (rng.standard_normal((300, 400)), rng.standard_normal((400, 500))),
+         (rng.standard_normal((64, 147)).astype(np.float32),
+          rng.standard_normal((147, 4096)).astype(np.float32))]
+assert compiler.blas_on_pool(False) is False
+want = [a @ b for a, b in cases]
+res = {"on": compiler.blas_on_pool(True)}
+c0 = counts()
+res["same"] = all(np.array_equal(a @ b, w) for (a, b), w in zip(cases, want))
+c1 = counts()
+res["pooled"] = c1[0] - c0[0]
+# several Python threads at once (numpy drops the GIL): one holds the pool, the others' jobs
+# run on threads made for the call
+errs = []
+def hammer(k):
+    for i in range(20):
+        a, b = cases[(i + k) % len(cases)]
+        if not np.array_equal(a @ b, want[(i + k) % len(cases)]):
+            errs.append(k)
+ts = [threading.Thread(target=hammer, args=(k,)) for k in range(4)]
+for t in ts: t.start()
+for t in ts: t.join()
+res["threads_same"] = not errs
+# fewer pool threads than BLAS threads: threads made for the call
+compiler.set_num_threads(1)
+c2 = counts()
+res["one_same"] = all(np.array_equal(a @ b, w) for (a, b), w in zip(cases, want))
+res["spawned"] = counts()[1] - c2[1]
+compiler.set_num_threads(2)
+# a forked child: no workers of the parent's; it starts its own
+pid = os.fork()
+if pid == 0:
+    ok = all(np.array_equal(a @ b, w) for (a, b), w in zip(cases, want))
+    os._exit(0 if ok else 3)
+res["child"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+print(json.dumps(res))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_blas_products_on_the_pool():
+    """numpy's OpenBLAS runs its threaded products' jobs on nnsym's pool (one job per pool
+    thread, all at once): the same bits as OpenBLAS's own threads, from several Python threads
+    at once, with fewer pool threads than BLAS threads, and in a forked child. In a
+    subprocess: the callback is the library's, and a deadlock must fail by timeout."""
+    env = dict(os.environ, NNSYM_NUM_THREADS="2", OPENBLAS_NUM_THREADS="2")
+    out = subprocess.run([sys.executable, "-c", BLAS_POOL_SNIPPET], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    if "skip" in res:
+        pytest.skip(res["skip"])
+    assert res == {"on": True, "same": True, "pooled": res["pooled"], "threads_same": True,
+                   "one_same": True, "spawned": res["spawned"], "child": 0}
+    assert res["pooled"] >= len(("f32", "f64", "stem"))  # each case's product was threaded
+    assert res["spawned"] >= 1
