@@ -393,7 +393,8 @@ def _openblas_at(path: Path) -> Blas | None:
             cb = getattr(lib, config.replace("get_config", "set_threads_callback_function"),
                          None)
             cb_ptr = ctypes.cast(cb, ctypes.c_void_p).value if cb is not None else 0
-            return Blas("numpy", int_type, *(int(p) for p in ptrs if p), int(cb_ptr or 0))
+            sg, dg, sv, dv = (int(p or 0) for p in ptrs)
+            return Blas("numpy", int_type, sg, dg, sv, dv, int(cb_ptr or 0))
     return None
 
 
