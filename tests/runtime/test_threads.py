@@ -406,6 +406,11 @@ def test_pooling_blocks_match_numpy(restore: None, nthreads: int) -> None:
         got = nd.Pooling(nd.array(x), **kw).asnumpy()
         want = _pool_ref(x, kw["kernel"], kw["stride"], kw["pad"], kw["pool_type"])
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=str(kw))
+    # rows wider than the two-pass max pooling's stack rows (POOL_SEP_MAX = 2048): row-major
+    xw = rng.standard_normal((1, 3, 4, 2100)).astype(np.float32)
+    kw = {"kernel": (2, 3), "stride": (1, 2), "pad": (0, 1), "pool_type": "max"}
+    got = nd.Pooling(nd.array(xw), **kw).asnumpy()
+    np.testing.assert_array_equal(got, _pool_ref(xw, (2, 3), (1, 2), (0, 1), "max"))
     xc = rng.standard_normal((2, 12, 12, 300)).astype(np.float32)  # NHWC, 300 channels
     got = nd.Pooling(nd.array(xc), kernel=(3, 3), stride=(1, 1), pad=(1, 1), pool_type="max",
                      layout="NHWC").asnumpy()
