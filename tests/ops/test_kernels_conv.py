@@ -397,6 +397,8 @@ def _max_pool_grad_reference(x: np.ndarray, g: np.ndarray, kernel: tuple[int, ..
     ((2, 3, 7, 7), {"kernel": (3, 3), "stride": (2, 2), "pad": (1, 1)}),
     ((2, 3, 9), {"kernel": (3,), "stride": (1,), "pad": (1,)}),
     ((1, 2, 4, 5, 5), {"kernel": (2, 3, 3), "stride": (1, 2, 2), "pad": (0, 1, 1)}),
+    # output rows wider than the 2-D path's POOL_BW_ROW (2048): the general plane loop
+    ((1, 1, 2, 4200), {"kernel": (2, 3), "stride": (1, 2), "pad": (0, 1)}),
 ])
 def test_max_pooling_gradient_goes_to_the_first_of_tied_maxima(shape, params):
     """Data from three values, so most windows hold their maximum more than once: the gradient
