@@ -211,6 +211,9 @@ def _workloads() -> list[tuple[str, Callable[[], np.ndarray]]]:
         ("prod axis 1 keep 3d", lambda: nd.prod(nd.array(sx4 * 0.1 + 1), axis=1).asnumpy()),
         ("norm axis 1", lambda: nd.norm(nd.array(m), axis=1).asnumpy()),
         ("gemv", lambda: nd.dot(nd.array(v), nd.array(wmat), transpose_b=True).asnumpy()),
+        # 7 rows: the skinny product (prologue.c.j2), split over the pool by rows of wmat
+        ("skinny gemm", lambda: nd.dot(nd.array(m[:7]), nd.array(wmat),
+                                       transpose_b=True).asnumpy()),
         ("csr dot", lambda: nd.dot(csr, nd.array(rhs)).asnumpy()),
         ("sgd_mom dense", sgd_mom),
         ("adam dense", adam),
