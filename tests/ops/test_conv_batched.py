@@ -133,6 +133,9 @@ GEOMETRIES = [
     (2, 3, 4, 1, (2, 40), 3, 2, 2, 1),
     # P = 400 > FORWARD_MAX_P with K = 72 >= FORWARD_WIDE_MIN_K: batched forward too
     (2, 8, 4, 1, (20, 20), 3, 1, 1, 1),
+    # 17 <= Fg < K: the weight gradient's product transposed into the workspace (dw_t)
+    (2, 4, 24, 1, (6, 6), 3, 1, 1, 1),
+    (2, 8, 40, 2, (5, 5), 3, 2, 1, 1),
 ]
 
 
@@ -179,6 +182,22 @@ def test_batch_sizes_and_block_splits(dtype):
                 check_forward(p, ins, osh, req, chunk)
             for reqs in (("write",) * 3, ("add",) * 3, ("null", "add", "write")):
                 check_backward(p, ins, osh, reqs, chunk)
+
+
+def test_transposed_weight_gradient_is_chosen():
+    """The geometries above with 17 <= Fg < K lower with dw_t (and others without)."""
+    seen = set()
+    for nd, c, f, g, xs, k, s, pd, dl in GEOMETRIES:
+        p, ins, osh = case(nd, 2, c, f, g, xs, k=k, stride=s, pad=pd, dilate=dl,
+                           dtype="float32")
+        dt = ins[0].dtype
+        oshapes = (ins[0].shape, ins[1].shape, (f,))
+        call = KernelCall(p, (osh, ins[0].shape, ins[1].shape), (dt,) * 3, oshapes, (dt,) * 3,
+                          "write", ("write",) * 3)
+        low = batched_backward_lowering(call)
+        assert low is not None
+        seen.add(bool(low.launches[0].spec.context()["dw_t"]))
+    assert seen == {True, False}
 
 
 def test_declines():

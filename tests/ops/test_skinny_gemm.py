@@ -95,7 +95,8 @@ def _launch(lowered, arrays):
 @pytest.mark.parametrize("req,bias", [("write", False), ("write", True), ("add", True)])
 def test_transposed_products_match_numpy(m, n, k, dtype, rtol, req, bias):
     from nnsym.ir.spec import Lowered
-    from nnsym.ops.dot.dot import gemm_launch, transposed_product
+    from nnsym.ops.common.products import transposed_product
+    from nnsym.ops.dot.dot import gemm_launch
 
     assert transposed_product(m, n, k, True)
     rng = np.random.default_rng(m + n + k)

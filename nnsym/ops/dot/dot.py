@@ -21,6 +21,7 @@ from nnsym.ir.opdef import (
 from nnsym.ir.params import Params, field
 from nnsym.ir.spec import KernelCall, KernelSpec, Launch, Lowered, size
 from nnsym.ops.common.grad import node_gradient
+from nnsym.ops.common.products import transposed_product
 from nnsym.ops.common.storage import dense_result
 from nnsym.ops.dot.csr import backward_dot_csr, dot_storage
 from nnsym.types import DispatchMode, Shape, SType, shape_str
@@ -103,23 +104,6 @@ def dot_reference(p: DotParams, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 # (batched) row-major GEMM through dot_gemm.c.j2 (``gemm_launch``).
 
 _INT32_MAX = 2**31 - 1
-
-
-# The transposed form (dot_gemm.c.j2's `tr`): with B transposed and fewer rows than columns,
-# OpenBLAS computes Cᵀ = op(B)ᵀ . op(A)ᵀ faster than C = op(A) . Bᵀ; the kernel then moves Cᵀ
-# into C in 8x8 register transposes. nd.dot, 2 threads, one process alternating the forms
-# (us): 32x784 by 512x784ᵀ 244 -> 176, 64 rows 366 -> 313 (the MLP's first layer), 64x512 by
-# 256 131 -> 121, 128 rows 618 -> 601, but 256x512 by 1000 1412 -> 1463. With B not transposed
-# neither form wins throughout. At most 16 rows go to the skinny kernel (prologue.c.j2).
-TRANSPOSED_MIN_M = 17
-TRANSPOSED_MAX_M = 128
-TRANSPOSED_MAX_MN = 1 << 20  # the workspace holds Cᵀ
-
-
-def transposed_product(m: int, n: int, k: int, tb: bool) -> bool:
-    """Whether gemm_launch computes the product transposed (see TRANSPOSED_MIN_M)."""
-    return (tb and TRANSPOSED_MIN_M <= m <= TRANSPOSED_MAX_M and m < n
-            and m * n <= TRANSPOSED_MAX_MN and k > 0)
 
 
 def gemm_launch(
