@@ -557,10 +557,11 @@ def _load_units(keyed: list[tuple[list[KernelSpec], str]], entries: dict[str, Pa
                 _FUNCS[spec.name] = lib.kernels[spec.name]
 
 
-SET_BLAS_T = "void (*)(void *, void *, void *, void *, void *, void *)"
+SET_BLAS_T = "void (*)(void *, void *, void *, void *, void *, void *, void *, void *)"
 # nnsym_set_blas as a cffi declaration (for libraries loaded through a cdef, e.g. the CUDA
 # checks' scalar-libm builds of the kernels)
-SET_BLAS_CDEF = "void nnsym_set_blas(void *s, void *d, void *sv, void *dv, void *par, void *thr);"
+SET_BLAS_CDEF = ("void nnsym_set_blas(void *s, void *d, void *sv, void *dv, void *par, void *thr, "
+                 "void *sk32, void *sk64);")
 
 
 class _Unit:
@@ -576,6 +577,12 @@ class _Unit:
         return int(ctypes.cast(getattr(self.handle, name), ctypes.c_void_p).value or 0)
 
 
+def runtime_pointers(rt: Any) -> tuple[Any, ...]:
+    """The runtime's functions every kernel library is handed after the BLAS's (nnsym_set_blas):
+    the pool, its thread count, the few-row products."""
+    return (rt.nnsym_parallel, rt.nnsym_get_threads, rt.nnsym_skinny_f32, rt.nnsym_skinny_f64)
+
+
 def _open(key: str, entry: Path, specs: list[KernelSpec]) -> _Unit:
     """dlopen a unit's library and hand it the BLAS and the runtime's pool."""
     rt = runtime()  # also declares nnsym_kernel_t
@@ -586,7 +593,7 @@ def _open(key: str, entry: Path, specs: list[KernelSpec]) -> _Unit:
             raise CompileError(f"cannot load compiled kernels {entry}: {e}") from None
         set_blas = FFI.cast(SET_BLAS_T, lib.address("nnsym_set_blas"))
         set_blas(*(FFI.cast("void *", ptr) for ptr in blas().pointers),
-                 FFI.cast("void *", rt.nnsym_parallel), FFI.cast("void *", rt.nnsym_get_threads))
+                 *(FFI.cast("void *", p) for p in runtime_pointers(rt)))
         _LIBS[key] = lib
     return lib
 
@@ -604,6 +611,10 @@ int nnsym_get_threads(void);
 void nnsym_blas_threads(int sync, void (*dojob)(int, void *, int), int numjobs, size_t elsize,
                         void *jobs, int data);
 void nnsym_blas_counts(int64_t *out);
+void nnsym_skinny_f32(const float *a, int64_t lda, int64_t m, const float *b, int64_t ldb,
+                      int64_t k, float alpha, float beta, float *c, int64_t ldc, int64_t n);
+void nnsym_skinny_f64(const double *a, int64_t lda, int64_t m, const double *b, int64_t ldb,
+                      int64_t k, double alpha, double beta, double *c, int64_t ldc, int64_t n);
 """
 
 
@@ -626,7 +637,7 @@ def runtime() -> Any:
 def _build_runtime() -> Any:
     global _RUNTIME
     source = RUNTIME_SOURCE.read_text()
-    fl = ["-O2", "-fPIC", "-shared", "-std=gnu11", "-pthread"]
+    fl = ["-O2", "-fPIC", "-shared", "-std=gnu11", "-pthread", *isa_flags()]
     key = library_key(source, fl, ["-pthread"], cdef=RUNTIME_CDEF)
     entry = build_library(key, source, fl, ["-pthread"], cdef=RUNTIME_CDEF)
     with _CFFI_LOCK:

@@ -29,9 +29,14 @@ def test_hostile_names_and_parameter_strings_never_reach_source():
     # ... and the node's kernel compiles and runs, with no trace of them in any generated source
     out = nd.Activation(nd.array(np.array([0.5, -1.0], np.float32)), act_type="tanh", name=HOSTILE)
     np.testing.assert_allclose(out.asnumpy(), np.tanh([0.5, -1.0]), rtol=1e-6)
-    sources = list(compiler.cache_root().rglob("kernels.c"))
-    assert sources
-    assert not [p for p in sources if "rm -rf" in p.read_text() or "system(" in p.read_text()]
+    texts = []
+    for p in compiler.cache_root().rglob("kernels.c"):
+        try:
+            texts.append(p.read_text())
+        except FileNotFoundError:  # another test process's build directory, renamed meanwhile
+            continue
+    assert texts
+    assert not [t for t in texts if "rm -rf" in t or "system(" in t]
     for bad in ("1); abort(); (1", "tanh\"); x(", "0x1p3; evil()"):
         with pytest.raises(OperatorParamError):
             sym.clip(x, a_min=bad, a_max=1.0)

@@ -73,7 +73,7 @@ def build_scalar_c(vs: Sequence[cg.Variant]) -> tuple[cffi.FFI, Any]:
         return ffi.cast("void *", int(compiler.FFI.cast("uintptr_t", fn)))
 
     lib.nnsym_set_blas(*(ffi.cast("void *", p) for p in compiler.blas().pointers),
-                       address(rt.nnsym_parallel), address(rt.nnsym_get_threads))
+                       *(address(f) for f in compiler.runtime_pointers(rt)))
     return ffi, lib
 
 
