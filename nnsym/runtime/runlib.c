@@ -392,181 +392,91 @@ static inline double nnsym_vsum_f64(nnsym_vec_f64 v)
    accumulators, the products fused (FMA) as a BLAS's are. Each element's sum is computed
    the same way whatever the split over the pool, so results do not depend on the thread
    count. */
-__attribute__((optimize("fp-contract=fast")))
-static void nnsym_skinny_rows_f32(const float *a, int64_t lda, int64_t m,
-                                    const float *b, int64_t ldb, int64_t k, float alpha,
-                                    float beta, float *c, int64_t ldc, int64_t j0, int64_t j1)
-{
-    typedef nnsym_vec_f32 V;
-    const int64_t kv = k - k % 8;
-    int64_t j = j0;
-    for (; j + 4 <= j1; j += 4) {
-        const float *b0 = b + j * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
-        for (int64_t i = 0; i < m; i += 2) {
-            const int two = i + 1 < m;
-            const float *x0 = a + i * lda, *x1 = two ? x0 + lda : x0;
-            V s00 = {0}, s01 = {0}, s02 = {0}, s03 = {0};
-            V s10 = {0}, s11 = {0}, s12 = {0}, s13 = {0};
-            for (int64_t q = 0; q < kv; q += 8) {
-                const V w0 = nnsym_vload_f32(b0 + q), w1 = nnsym_vload_f32(b1 + q);
-                const V w2 = nnsym_vload_f32(b2 + q), w3 = nnsym_vload_f32(b3 + q);
-                const V u0 = nnsym_vload_f32(x0 + q), u1 = nnsym_vload_f32(x1 + q);
-                s00 += w0 * u0; s01 += w1 * u0; s02 += w2 * u0; s03 += w3 * u0;
-                s10 += w0 * u1; s11 += w1 * u1; s12 += w2 * u1; s13 += w3 * u1;
-            }
-            float r[2][4] = {
-                {nnsym_vsum_f32(s00), nnsym_vsum_f32(s01), nnsym_vsum_f32(s02),
-                 nnsym_vsum_f32(s03)},
-                {nnsym_vsum_f32(s10), nnsym_vsum_f32(s11), nnsym_vsum_f32(s12),
-                 nnsym_vsum_f32(s13)}};
-            for (int64_t q = kv; q < k; ++q) {
-                r[0][0] += b0[q] * x0[q]; r[0][1] += b1[q] * x0[q];
-                r[0][2] += b2[q] * x0[q]; r[0][3] += b3[q] * x0[q];
-                r[1][0] += b0[q] * x1[q]; r[1][1] += b1[q] * x1[q];
-                r[1][2] += b2[q] * x1[q]; r[1][3] += b3[q] * x1[q];
-            }
-            for (int ii = 0; ii <= two; ++ii)
-                for (int t = 0; t < 4; ++t) {
-                    float *o = c + (i + ii) * ldc + j + t;
-                    const float v = alpha * r[ii][t];
-                    *o = beta != 0 ? v + beta * *o : v;
-                }
-        }
-    }
-    for (; j < j1; ++j) {
-        const float *b0 = b + j * ldb;
-        for (int64_t i = 0; i < m; ++i) {
-            const float *x0 = a + i * lda;
-            V s0 = {0};
-            for (int64_t q = 0; q < kv; q += 8)
-                s0 += nnsym_vload_f32(b0 + q) * nnsym_vload_f32(x0 + q);
-            float r = nnsym_vsum_f32(s0);
-            for (int64_t q = kv; q < k; ++q) r += b0[q] * x0[q];
-            float *o = c + i * ldc + j;
-            const float v = alpha * r;
-            *o = beta != 0 ? v + beta * *o : v;
-        }
-    }
-}
-typedef struct {
-    const float *a, *b;
-    float *c;
-    int64_t lda, m, ldb, k, ldc, n;
-    float alpha, beta;
-} nnsym_skinny_task_f32;
-static void nnsym_skinny_part_f32(void *ctx, int64_t part, int64_t nparts)
-{
-    const nnsym_skinny_task_f32 *t = ctx;
-    /* whole groups of four rows of B per part */
-    const int64_t g = (t->n + 3) / 4, j0 = 4 * (g * part / nparts);
-    int64_t j1 = 4 * (g * (part + 1) / nparts);
-    if (j1 > t->n) j1 = t->n;
-    if (j0 < j1)
-        nnsym_skinny_rows_f32(t->a, t->lda, t->m, t->b, t->ldb, t->k, t->alpha, t->beta,
-                                t->c, t->ldc, j0, j1);
-}
-void nnsym_skinny_f32(const float *a, int64_t lda, int64_t m, const float *b,
-                               int64_t ldb, int64_t k, float alpha, float beta, float *c,
-                               int64_t ldc, int64_t n)
-{
-    int threads = P.threads;
-    if (threads > 1 && n >= 8 && n * k >= NNSYM_SKINNY_PAR) {
-        nnsym_skinny_task_f32 t = {a, b, c, lda, m, ldb, k, ldc, n, alpha, beta};
-        nnsym_parallel(nnsym_skinny_part_f32, &t, threads);
-    } else {
-        nnsym_skinny_rows_f32(a, lda, m, b, ldb, k, alpha, beta, c, ldc, 0, n);
-    }
+#define NNSYM_SKINNY(SFX, T, W)                                                                   \
+__attribute__((optimize("fp-contract=fast")))                                                     \
+static void nnsym_skinny_rows_##SFX(const T *a, int64_t lda, int64_t m, const T *b,               \
+                                    int64_t ldb, int64_t k, T alpha, T beta, T *c,                \
+                                    int64_t ldc, int64_t j0, int64_t j1)                          \
+{                                                                                                 \
+    typedef nnsym_vec_##SFX V;                                                                    \
+    const int64_t kv = k - k % W;                                                                 \
+    int64_t j = j0;                                                                               \
+    for (; j + 4 <= j1; j += 4) {                                                                 \
+        const T *b0 = b + j * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;                \
+        for (int64_t i = 0; i < m; i += 2) {                                                      \
+            const int two = i + 1 < m;                                                            \
+            const T *x0 = a + i * lda, *x1 = two ? x0 + lda : x0;                                 \
+            V s00 = {0}, s01 = {0}, s02 = {0}, s03 = {0};                                         \
+            V s10 = {0}, s11 = {0}, s12 = {0}, s13 = {0};                                         \
+            for (int64_t q = 0; q < kv; q += W) {                                                 \
+                const V w0 = nnsym_vload_##SFX(b0 + q), w1 = nnsym_vload_##SFX(b1 + q);           \
+                const V w2 = nnsym_vload_##SFX(b2 + q), w3 = nnsym_vload_##SFX(b3 + q);           \
+                const V u0 = nnsym_vload_##SFX(x0 + q), u1 = nnsym_vload_##SFX(x1 + q);           \
+                s00 += w0 * u0; s01 += w1 * u0; s02 += w2 * u0; s03 += w3 * u0;                   \
+                s10 += w0 * u1; s11 += w1 * u1; s12 += w2 * u1; s13 += w3 * u1;                   \
+            }                                                                                     \
+            T r[2][4] = {                                                                         \
+                {nnsym_vsum_##SFX(s00), nnsym_vsum_##SFX(s01), nnsym_vsum_##SFX(s02),             \
+                 nnsym_vsum_##SFX(s03)},                                                          \
+                {nnsym_vsum_##SFX(s10), nnsym_vsum_##SFX(s11), nnsym_vsum_##SFX(s12),             \
+                 nnsym_vsum_##SFX(s13)}};                                                         \
+            for (int64_t q = kv; q < k; ++q) {                                                    \
+                r[0][0] += b0[q] * x0[q]; r[0][1] += b1[q] * x0[q];                               \
+                r[0][2] += b2[q] * x0[q]; r[0][3] += b3[q] * x0[q];                               \
+                r[1][0] += b0[q] * x1[q]; r[1][1] += b1[q] * x1[q];                               \
+                r[1][2] += b2[q] * x1[q]; r[1][3] += b3[q] * x1[q];                               \
+            }                                                                                     \
+            for (int ii = 0; ii <= two; ++ii)                                                     \
+                for (int t = 0; t < 4; ++t) {                                                     \
+                    T *o = c + (i + ii) * ldc + j + t;                                            \
+                    const T v = alpha * r[ii][t];                                                 \
+                    *o = beta != 0 ? v + beta * *o : v;                                           \
+                }                                                                                 \
+        }                                                                                         \
+    }                                                                                             \
+    for (; j < j1; ++j) {                                                                         \
+        const T *b0 = b + j * ldb;                                                                \
+        for (int64_t i = 0; i < m; ++i) {                                                         \
+            const T *x0 = a + i * lda;                                                            \
+            V s0 = {0};                                                                           \
+            for (int64_t q = 0; q < kv; q += W)                                                   \
+                s0 += nnsym_vload_##SFX(b0 + q) * nnsym_vload_##SFX(x0 + q);                      \
+            T r = nnsym_vsum_##SFX(s0);                                                           \
+            for (int64_t q = kv; q < k; ++q) r += b0[q] * x0[q];                                  \
+            T *o = c + i * ldc + j;                                                               \
+            const T v = alpha * r;                                                                \
+            *o = beta != 0 ? v + beta * *o : v;                                                   \
+        }                                                                                         \
+    }                                                                                             \
+}                                                                                                 \
+typedef struct {                                                                                  \
+    const T *a, *b;                                                                               \
+    T *c;                                                                                         \
+    int64_t lda, m, ldb, k, ldc, n;                                                               \
+    T alpha, beta;                                                                                \
+} nnsym_skinny_task_##SFX;                                                                        \
+static void nnsym_skinny_part_##SFX(void *ctx, int64_t part, int64_t nparts)                      \
+{                                                                                                 \
+    const nnsym_skinny_task_##SFX *t = ctx;                                                       \
+    /* whole groups of four rows of B per part */                                                 \
+    const int64_t g = (t->n + 3) / 4, j0 = 4 * (g * part / nparts);                               \
+    int64_t j1 = 4 * (g * (part + 1) / nparts);                                                   \
+    if (j1 > t->n) j1 = t->n;                                                                     \
+    if (j0 < j1)                                                                                  \
+        nnsym_skinny_rows_##SFX(t->a, t->lda, t->m, t->b, t->ldb, t->k, t->alpha, t->beta,        \
+                                t->c, t->ldc, j0, j1);                                            \
+}                                                                                                 \
+void nnsym_skinny_##SFX(const T *a, int64_t lda, int64_t m, const T *b, int64_t ldb,              \
+                        int64_t k, T alpha, T beta, T *c, int64_t ldc, int64_t n)                 \
+{                                                                                                 \
+    int threads = P.threads;                                                                      \
+    if (threads > 1 && n >= 8 && n * k >= NNSYM_SKINNY_PAR) {                                     \
+        nnsym_skinny_task_##SFX t = {a, b, c, lda, m, ldb, k, ldc, n, alpha, beta};               \
+        nnsym_parallel(nnsym_skinny_part_##SFX, &t, threads);                                     \
+    } else {                                                                                      \
+        nnsym_skinny_rows_##SFX(a, lda, m, b, ldb, k, alpha, beta, c, ldc, 0, n);                 \
+    }                                                                                             \
 }
 
-/* Row-major C[m, n] = alpha * A[m, k] . B[n, k]ᵀ (+ beta * C when beta != 0) for a few rows m
-   (a FullyConnected layer at a small batch): OpenBLAS's sgemm runs such a product far below
-   its peak (8x512 by 1000x512: 173 us, 4 MFLOP). Here each four rows of B (a weight's rows)
-   are read once, from memory, and dotted with two rows of A at a time from cache: eight
-   accumulators, the products fused (FMA) as a BLAS's are. Each element's sum is computed
-   the same way whatever the split over the pool, so results do not depend on the thread
-   count. */
-__attribute__((optimize("fp-contract=fast")))
-static void nnsym_skinny_rows_f64(const double *a, int64_t lda, int64_t m,
-                                    const double *b, int64_t ldb, int64_t k, double alpha,
-                                    double beta, double *c, int64_t ldc, int64_t j0, int64_t j1)
-{
-    typedef nnsym_vec_f64 V;
-    const int64_t kv = k - k % 4;
-    int64_t j = j0;
-    for (; j + 4 <= j1; j += 4) {
-        const double *b0 = b + j * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
-        for (int64_t i = 0; i < m; i += 2) {
-            const int two = i + 1 < m;
-            const double *x0 = a + i * lda, *x1 = two ? x0 + lda : x0;
-            V s00 = {0}, s01 = {0}, s02 = {0}, s03 = {0};
-            V s10 = {0}, s11 = {0}, s12 = {0}, s13 = {0};
-            for (int64_t q = 0; q < kv; q += 4) {
-                const V w0 = nnsym_vload_f64(b0 + q), w1 = nnsym_vload_f64(b1 + q);
-                const V w2 = nnsym_vload_f64(b2 + q), w3 = nnsym_vload_f64(b3 + q);
-                const V u0 = nnsym_vload_f64(x0 + q), u1 = nnsym_vload_f64(x1 + q);
-                s00 += w0 * u0; s01 += w1 * u0; s02 += w2 * u0; s03 += w3 * u0;
-                s10 += w0 * u1; s11 += w1 * u1; s12 += w2 * u1; s13 += w3 * u1;
-            }
-            double r[2][4] = {
-                {nnsym_vsum_f64(s00), nnsym_vsum_f64(s01), nnsym_vsum_f64(s02),
-                 nnsym_vsum_f64(s03)},
-                {nnsym_vsum_f64(s10), nnsym_vsum_f64(s11), nnsym_vsum_f64(s12),
-                 nnsym_vsum_f64(s13)}};
-            for (int64_t q = kv; q < k; ++q) {
-                r[0][0] += b0[q] * x0[q]; r[0][1] += b1[q] * x0[q];
-                r[0][2] += b2[q] * x0[q]; r[0][3] += b3[q] * x0[q];
-                r[1][0] += b0[q] * x1[q]; r[1][1] += b1[q] * x1[q];
-                r[1][2] += b2[q] * x1[q]; r[1][3] += b3[q] * x1[q];
-            }
-            for (int ii = 0; ii <= two; ++ii)
-                for (int t = 0; t < 4; ++t) {
-                    double *o = c + (i + ii) * ldc + j + t;
-                    const double v = alpha * r[ii][t];
-                    *o = beta != 0 ? v + beta * *o : v;
-                }
-        }
-    }
-    for (; j < j1; ++j) {
-        const double *b0 = b + j * ldb;
-        for (int64_t i = 0; i < m; ++i) {
-            const double *x0 = a + i * lda;
-            V s0 = {0};
-            for (int64_t q = 0; q < kv; q += 4)
-                s0 += nnsym_vload_f64(b0 + q) * nnsym_vload_f64(x0 + q);
-            double r = nnsym_vsum_f64(s0);
-            for (int64_t q = kv; q < k; ++q) r += b0[q] * x0[q];
-            double *o = c + i * ldc + j;
-            const double v = alpha * r;
-            *o = beta != 0 ? v + beta * *o : v;
-        }
-    }
-}
-typedef struct {
-    const double *a, *b;
-    double *c;
-    int64_t lda, m, ldb, k, ldc, n;
-    double alpha, beta;
-} nnsym_skinny_task_f64;
-static void nnsym_skinny_part_f64(void *ctx, int64_t part, int64_t nparts)
-{
-    const nnsym_skinny_task_f64 *t = ctx;
-    /* whole groups of four rows of B per part */
-    const int64_t g = (t->n + 3) / 4, j0 = 4 * (g * part / nparts);
-    int64_t j1 = 4 * (g * (part + 1) / nparts);
-    if (j1 > t->n) j1 = t->n;
-    if (j0 < j1)
-        nnsym_skinny_rows_f64(t->a, t->lda, t->m, t->b, t->ldb, t->k, t->alpha, t->beta,
-                                t->c, t->ldc, j0, j1);
-}
-void nnsym_skinny_f64(const double *a, int64_t lda, int64_t m, const double *b,
-                               int64_t ldb, int64_t k, double alpha, double beta, double *c,
-                               int64_t ldc, int64_t n)
-{
-    int threads = P.threads;
-    if (threads > 1 && n >= 8 && n * k >= NNSYM_SKINNY_PAR) {
-        nnsym_skinny_task_f64 t = {a, b, c, lda, m, ldb, k, ldc, n, alpha, beta};
-        nnsym_parallel(nnsym_skinny_part_f64, &t, threads);
-    } else {
-        nnsym_skinny_rows_f64(a, lda, m, b, ldb, k, alpha, beta, c, ldc, 0, n);
-    }
-}
+NNSYM_SKINNY(f32, float, 8)
+NNSYM_SKINNY(f64, double, 4)

@@ -347,8 +347,13 @@ def _block(n: int, k: int, fg: int, pp: int, chunk: int) -> int:
     return -(-n // blocks)
 
 
+def _up16(v: int) -> int:
+    """``v`` elements rounded up to 16: the kernels start each workspace block 64-byte aligned."""
+    return (v + 15) // 16 * 16
+
+
 def _workspace(k: int, fg: int, nb: int, pp: int, itemsize: int) -> int:
-    return (((k * nb * pp + 15) // 16) * 16 + ((fg * nb * pp + 15) // 16) * 16) * itemsize
+    return (_up16(k * nb * pp) + _up16(fg * nb * pp)) * itemsize
 
 
 def batched_forward_lowering(call: KernelCall, chunk: int = BATCH_CHUNK) -> Lowered | None:
@@ -402,7 +407,7 @@ def batched_backward_lowering(call: KernelCall, chunk: int = BATCH_CHUNK) -> Low
         par_min=PAR_MIN, dw_t=dw_t,
     )
     isz = np.dtype(dt).itemsize
-    ws = _workspace(k, fg, nb, pp, isz) + (((k * fg + 15) // 16) * 16 * isz if dw_t else 0)
+    ws = _workspace(k, fg, nb, pp, isz) + (_up16(k * fg) * isz if dw_t else 0)
     return Lowered((Launch(spec, (*ia, nb), workspace=max(ws, 16)),))
 
 
@@ -464,10 +469,7 @@ def per_image_lowering(call: KernelCall) -> Lowered:
         and not any(p.pads)
     )
 
-    def up16(v: int) -> int:
-        return (v + 15) // 16 * 16
-
-    elems = (up16(f * k) + f * rc * ow if widen else 0) + (0 if direct else up16(k * rc * ow))
+    elems = (_up16(f * k) + f * rc * ow if widen else 0) + (0 if direct else _up16(k * rc * ow))
     spec = KernelSpec.make(
         "conv/conv_forward.c.j2", algo="per_image", dtype=dt, req=call.req, bias=bias,
         channel_last=cl,
